@@ -1,0 +1,1 @@
+"""Analysis: liveness over the recorded trace, the memory timeline, peaks and breakdowns."""

@@ -1,0 +1,1 @@
+"""Annotate: give every storage a memory category."""

@@ -1,0 +1,49 @@
+"""Measure: run the identical training step for real and record what the allocator reports."""
+
+from __future__ import annotations
+
+import platform
+import sys
+
+import torch
+
+from ..errors import MemgraphError
+from ..spec.options import TrainingOptions
+from ..spec.source import ModelSpec
+
+MEASUREMENT_SCHEMA = 1
+
+
+def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str) -> dict:
+    """Measure ``spec`` trained with ``opts`` on ``device`` ('cpu' or 'cuda'); returns the JSON record."""
+    if device == "cpu":
+        from .cpu import measure_cpu as run
+    elif device == "cuda":
+        from .cuda import measure_cuda as run
+    else:
+        raise MemgraphError(f"unknown device {device!r}: pass --device cpu or --device cuda")
+    record = {
+        "kind": "memgraph.measurement",
+        "schema_version": MEASUREMENT_SCHEMA,
+        "model": spec.name,
+        "device": device,
+        "options": opts.to_dict(),
+        "environment": environment(),
+    }
+    record.update(run(spec, opts))
+    return record
+
+
+def environment() -> dict:
+    env = {"python": sys.version.split()[0], "platform": platform.platform(), "torch": torch.__version__,
+           "cpu": platform.processor() or platform.machine()}
+    try:
+        import transformers
+
+        env["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    from .. import __version__
+
+    env["memgraph"] = __version__
+    return env

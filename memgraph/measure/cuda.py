@@ -1,0 +1,67 @@
+"""Ground truth on an NVIDIA GPU: the CUDA caching allocator's counters and the device total."""
+
+from __future__ import annotations
+
+import subprocess
+
+import torch
+
+from ..errors import MemgraphError
+from ..spec.options import TrainingOptions
+from ..spec.source import ModelSpec
+from ..spec.tasks import loss_from_outputs
+from ..trace.step import train_iteration
+from .setup import build_run
+
+NVIDIA_SMI_QUERY = "name,driver_version,memory.total,memory.used"
+
+
+def measure_cuda(spec: ModelSpec, opts: TrainingOptions) -> dict:
+    """Run ``opts.iterations`` iterations on cuda:0; per iteration allocated/reserved peaks and device use."""
+    if not torch.cuda.is_available():
+        raise MemgraphError("no CUDA device: run 'memgraph measure --device cuda' on a machine with an NVIDIA GPU")
+    torch.cuda.init()
+    context = _device_used()  # before any tensor: the CUDA context (and other processes)
+    model, batch, optimizer, impl = build_run(spec, opts, "cuda")
+    torch.cuda.synchronize()
+    iterations = []
+    for it in range(1, opts.iterations + 1):
+        torch.cuda.reset_peak_memory_stats()
+        start = torch.cuda.memory_allocated()
+        train_iteration(model, batch, loss_from_outputs, optimizer)
+        torch.cuda.synchronize()
+        iterations.append({
+            "iteration": it,
+            "start_allocated": start,
+            "peak_allocated": torch.cuda.max_memory_allocated(),
+            "peak_reserved": torch.cuda.max_memory_reserved(),
+            "end_allocated": torch.cuda.memory_allocated(),
+            "end_reserved": torch.cuda.memory_reserved(),
+            "device_used": _device_used(),
+            "nvidia_smi": _nvidia_smi(),
+            "memory_stats": {k: v for k, v in torch.cuda.memory_stats().items() if isinstance(v, (int, float))},
+        })
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "optimizer_impl": impl,
+        "gpu": {"name": props.name, "total_memory": props.total_memory,
+                "compute_capability": [props.major, props.minor], "cuda": torch.version.cuda,
+                "driver": (_nvidia_smi() or {}).get("driver_version")},
+        "device_used_before_model": context,
+        "iterations": iterations,
+    }
+
+
+def _device_used() -> int:
+    free, total = torch.cuda.mem_get_info()
+    return total - free
+
+
+def _nvidia_smi() -> dict | None:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits", "-i", "0"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    name, driver, total, used = [x.strip() for x in out.split(",")]
+    return {"name": name, "driver_version": driver, "memory_total_mib": int(total), "memory_used_mib": int(used)}

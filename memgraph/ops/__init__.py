@@ -1,0 +1,1 @@
+"""Per-op facts in one registry."""
