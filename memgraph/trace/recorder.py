@@ -38,7 +38,7 @@ class StorageRecord:
     nbytes: int
     dtype: str
     shape: tuple[int, ...]
-    origin: str  # "parameter" | "buffer" | "input" | "op" | "untracked"
+    origin: str  # "parameter" | "buffer" | "input" | "op" | "untracked" | "workspace"
     name: str  # parameter/buffer/input name, or the op that created it
     module: str  # innermost module path when it was created
     phase: str
@@ -72,6 +72,7 @@ class Recorder(TorchDispatchMode):
 
     module_of: object = None  # callable returning the current module path
     device_type: str = "meta"
+    workspace_of: object = None  # callable (op, args, kwargs, out) -> [bytes] of kernel scratch buffers
     phase: str = "setup"
     iteration: int = 0
     graph: fx.Graph = field(default_factory=fx.Graph)
@@ -123,6 +124,17 @@ class Recorder(TorchDispatchMode):
         self.events.append((ALLOC, sid))
         self._refs[sid] = weakref.ref(st, lambda _r, key=key, sid=sid: self._on_free(key, sid))
         return sid
+
+    def _transient(self, nbytes: int, name: str, module: str, node: int) -> None:
+        """A buffer the kernel allocates and frees inside the op (never seen as a tensor)."""
+        sid = len(self.storages)
+        self.storages.append(StorageRecord(
+            sid=sid, nbytes=nbytes, dtype="uint8", shape=(nbytes,), origin="workspace", name=name, module=module,
+            phase=self.phase, iteration=self.iteration, node=node, alloc_event=len(self.events),
+            free_event=len(self.events) + 1, last_use_node=node,
+        ))
+        self.events.append((ALLOC, sid))
+        self.events.append((FREE, sid))
 
     def _on_free(self, key: int, sid: int) -> None:
         self.storages[sid].free_event = len(self.events)
@@ -185,6 +197,9 @@ class Recorder(TorchDispatchMode):
             self.storages[sid].last_use_node = index
             outputs.append(sid)
             self._node_of[t] = self.graph.call_function(operator.getitem, (node, i)) if multi else node
+        if self.workspace_of is not None:
+            for nbytes in self.workspace_of(str(func), args, kwargs, out):
+                self._transient(nbytes, f"workspace of {func}", module, index)
         info = OpInfo(index, str(func), module, self.phase, self.iteration,
                       tuple(inputs), tuple(outputs), tuple(allocated), event)
         node.meta["memgraph"] = info

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import MemgraphError, TraceError
+from ..ops.registry import workspace_bytes
 from ..spec.optimizers import make_optimizer, resolve_impl
 from ..spec.options import TrainingOptions
 from ..spec.source import ModelSpec
@@ -69,7 +70,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     optimizer = make_optimizer(opts.optimizer, trainable, impl)
 
     modules = ModuleStack(model)
-    rec = Recorder(module_of=lambda: modules.current, device_type=device)
+    rec = Recorder(module_of=lambda: modules.current, device_type=device,
+                   workspace_of=lambda op, a, k, out: workspace_bytes(op, opts.target, a, k, out))
     _register_existing(rec, model, batch)
     trainable_sids = {rec.sid_of(p) for p in trainable}
 

@@ -1,0 +1,177 @@
+"""The ``memgraph`` command line: analyze, measure, models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import MemgraphError
+from .report.render import FORMATS
+from .spec.options import ATTN_IMPLEMENTATIONS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, TARGETS, TrainingOptions
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line (no usage dump) and exits 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"memgraph: error: {message} (see '{self.prog} --help')\n")
+
+
+def _int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def _training_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="zoo name (see 'memgraph models'), config.json / model folder, or module:function")
+    g = p.add_argument_group("training step")
+    g.add_argument("--batch-size", "-b", type=_int, default=1, help="samples per step (default 1)")
+    g.add_argument("--seq-len", "-s", type=_int, help="tokens per sample (default: the model's)")
+    g.add_argument("--image-size", type=_int, help="image side in pixels (default: the model's)")
+    g.add_argument("--audio-seconds", type=_seconds, help="audio length in seconds (Whisper: 30)")
+    g.add_argument("--target-len", type=_int, help="decoder tokens for encoder-decoder models")
+    g.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    g.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    g.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="auto",
+                   help="auto: foreach on cuda, for-loop on cpu (PyTorch's defaults)")
+    g.add_argument("--freeze", action="append", default=[], metavar="PATTERN",
+                   help="freeze parameters whose name matches (shell pattern, repeatable)")
+    g.add_argument("--train", action="append", default=[], metavar="PATTERN",
+                   help="train only parameters whose name matches (repeatable)")
+    g.add_argument("--attn", dest="attn_implementation", choices=ATTN_IMPLEMENTATIONS, default="eager",
+                   help="transformers attn_implementation (default eager)")
+    g.add_argument("--gradient-checkpointing", action="store_true")
+    g.add_argument("--iterations", type=_int, default=2, help="iterations to trace (>= 2; default 2)")
+    g.add_argument("--input", dest="inputs", action="append", default=[], metavar="NAME=DTYPE[DIMS]",
+                   help="an input tensor, e.g. x=float32[32,3,224,224] (repeatable; required for module:function)")
+    p.add_argument("--output", "-o", help="write the report to FILE instead of standard output")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def _options(a: argparse.Namespace, target: str) -> TrainingOptions:
+    return TrainingOptions(
+        batch_size=a.batch_size, seq_len=a.seq_len, image_size=a.image_size, audio_seconds=a.audio_seconds,
+        target_len=a.target_len, precision=a.precision, optimizer=a.optimizer, optimizer_impl=a.optimizer_impl,
+        freeze=tuple(a.freeze), train=tuple(a.train), iterations=a.iterations, target=target,
+        attn_implementation=a.attn_implementation, gradient_checkpointing=a.gradient_checkpointing,
+        inputs=tuple(a.inputs),
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="memgraph", description="Predict the GPU memory of a PyTorch training step, without a GPU.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    a = sub.add_parser("analyze", help="predict the peak memory of a training step")
+    _training_args(a)
+    a.add_argument("--target", choices=TARGETS, default="cuda",
+                   help="cuda: predict torch.cuda.max_memory_allocated; cpu: the CPU allocator's peak")
+    a.add_argument("--format", "-f", choices=FORMATS, default="table")
+    a.add_argument("--depth", type=_int, default=3, help="module path depth of the per-module table (default 3)")
+    a.set_defaults(run=_analyze)
+
+    m = sub.add_parser("measure", help="run the same step for real and record the allocator's peaks (JSON)")
+    _training_args(m)
+    m.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    m.set_defaults(run=_measure)
+
+    z = sub.add_parser("models", help="list the built-in model zoo")
+    z.add_argument("--format", "-f", choices=("table", "json"), default="table")
+    z.add_argument("--debug", action="store_true")
+    z.set_defaults(run=_models, output=None)
+    return p
+
+
+def _analyze(a) -> str:
+    from .api import analyze
+    from .report.render import render
+
+    result = analyze(a.model, _options(a, a.target), depth=a.depth)
+    return render(result, a.format, a.depth)
+
+
+def _measure(a) -> str:
+    from .api import measure
+
+    return json.dumps(measure(a.model, a.device, _options(a, a.device)), indent=2) + "\n"
+
+
+def _models(a) -> str:
+    from tabulate import tabulate
+
+    from .spec import zoo
+
+    entries = zoo.entries()
+    if a.format == "json":
+        return json.dumps([{k: getattr(e, k) for k in ("name", "hf_id", "family", "task", "model_class",
+                                                       "defaults", "published_params")} for e in entries], indent=2) + "\n"
+    rows = [[e.name, e.family, e.task, f"{e.published_params / 1e9:.2f}B", _defaults(e.defaults), e.hf_id]
+            for e in entries]
+    return tabulate(rows, ["name", "family", "task", "params", "default inputs", "source config"]) + "\n"
+
+
+def _defaults(d: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+def write_output(text: str, path: str | None) -> None:
+    """Write all of ``text`` or nothing: a temporary file in the same folder, then an atomic rename."""
+    if path is None:
+        sys.stdout.write(text)
+        return
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise MemgraphError(f"cannot write {path!r}: folder {str(target.parent)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        write_output(args.run(args), args.output)
+    except MemgraphError as e:
+        if args.debug:
+            raise
+        print(f"memgraph: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("memgraph: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # an internal error: still one line unless --debug
+        if args.debug:
+            raise
+        first = str(e).splitlines()[0] if str(e) else ""
+        print(f"memgraph: internal error: {type(e).__name__}: {first} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Report: render a :class:`~memgraph.analysis.result.Result` (they only read it)."""

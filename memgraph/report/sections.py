@@ -1,0 +1,85 @@
+"""The report's content as titled tables, shared by the terminal and markdown renderers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..analysis.result import Peak, Result
+from .units import human_bytes, share
+
+PHASE_NOTE = "steady state (iteration >= 2) is what a long run needs; iteration 1 also creates the optimizer state"
+
+
+@dataclass
+class Section:
+    title: str
+    lines: list[str] = field(default_factory=list)  # prose lines before the table
+    headers: list[str] = field(default_factory=list)
+    rows: list[list] = field(default_factory=list)
+
+
+def where(p: Peak) -> str:
+    module = p.module or "(top level)"
+    return f"iteration {p.iteration}, {p.phase}, module {module}, op {p.op or '-'}"
+
+
+def summary(r: Result) -> Section:
+    o = r.options
+    lines = [
+        f"model: {r.model}",
+        f"target: {r.target} (predicts {r.metric})",
+        f"batch: {', '.join(r.batch)}",
+        f"precision {o['precision']}, optimizer {o['optimizer']} ({r.optimizer_impl}), "
+        f"attention {o['attn_implementation']}, gradient checkpointing {'on' if o['gradient_checkpointing'] else 'off'}",
+        f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)",
+        "",
+        f"steady-state peak:   {human_bytes(r.steady_state_peak.bytes)} ({r.steady_state_peak.bytes:,} B) at "
+        f"{where(r.steady_state_peak)}",
+        f"first-iteration peak: {human_bytes(r.first_iteration_peak.bytes)} ({r.first_iteration_peak.bytes:,} B) at "
+        f"{where(r.first_iteration_peak)}",
+    ]
+    return Section("memgraph analyze", lines)
+
+
+def breakdown(p: Peak) -> Section:
+    rows = [[cat, human_bytes(b), f"{b:,}", share(b, p.bytes)] for cat, b in p.by_category.items() if b]
+    rows.append(["total", human_bytes(p.bytes), f"{p.bytes:,}", share(p.bytes, p.bytes)])
+    lines = []
+    if p.held_past_last_use_bytes:
+        lines.append(f"{human_bytes(p.held_past_last_use_bytes)} of it is held past its last use "
+                     "(alive at the peak although no later op reads it).")
+    return Section("Alive at the steady-state peak", lines, ["category", "size", "bytes", "share"], rows)
+
+
+def top_tensors(p: Peak) -> Section:
+    rows = [[t.category, t.name, t.module or "-", f"{t.phase}/{t.iteration}", "x".join(map(str, t.shape)) or "scalar",
+             t.dtype, human_bytes(t.bytes), "yes" if t.held_past_last_use else ""] for t in p.top_tensors]
+    return Section("Largest tensors at the steady-state peak", [],
+                   ["category", "name / op", "module", "made in", "shape", "dtype", "size", "past last use"], rows)
+
+
+def modules(r: Result, depth: int) -> Section:
+    rows = [[m.module or "(top level)", f"{m.parameters:,}", f"{m.trainable_parameters:,}", human_bytes(m.parameter_bytes),
+             human_bytes(m.saved_activation_bytes), human_bytes(m.peak_bytes)]
+            for m in r.modules if m.parameters or m.saved_activation_bytes or m.peak_bytes]
+    total = [sum(getattr(m, k) for m in r.modules) for k in
+             ("parameters", "trainable_parameters", "parameter_bytes", "saved_activation_bytes", "peak_bytes")]
+    rows.append(["total", f"{total[0]:,}", f"{total[1]:,}", *map(human_bytes, total[2:])])
+    return Section(f"Per module (depth {depth})", [],
+                   ["module", "params", "trainable", "param bytes", "saved activations", "at peak"], rows)
+
+
+def ops(r: Result) -> Section:
+    unknown = r.ops.get("unknown", {})
+    lines = [f"{r.ops['count']:,} ATen ops recorded in {r.ops['graph_nodes']:,} graph nodes; "
+             f"trace {r.trace_seconds:.1f} s, analysis {r.analysis_seconds:.1f} s."]
+    if unknown:
+        lines.append(f"{len(unknown)} op kinds have no registry entry (their outputs are counted; no kernel workspace "
+                     f"is assumed): " + ", ".join(f"{k} x{v}" for k, v in sorted(unknown.items(), key=lambda kv: -kv[1])))
+    lines += r.notes
+    return Section("Ops", lines)
+
+
+def build(r: Result, depth: int) -> list[Section]:
+    p = r.steady_state_peak
+    return [summary(r), breakdown(p), top_tensors(p), modules(r, depth), ops(r)]

@@ -1,0 +1,1 @@
+"""The built-in model zoo: one JSON file per model (published config + default inputs)."""

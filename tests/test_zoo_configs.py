@@ -1,0 +1,210 @@
+"""Checks for the built-in model zoo (models/*.json).
+
+Every zoo entry must follow the schema, build offline on the ``meta`` device with
+transformers, and have exactly ``published_params`` parameters.  The exact counts
+below were measured with transformers 5.23 and cross-checked against public
+figures (model cards, hub parameter badges, checkpoint ``total_size``); the
+rounded card figures are kept in ``CARD_FIGURES`` as an independent sanity check.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from transformers import AutoConfig
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+MODEL_FILES = sorted(MODELS_DIR.glob("*.json"))
+MODEL_IDS = [p.stem for p in MODEL_FILES]
+
+SCHEMA_KEYS = {
+    "name", "hf_id", "family", "task", "model_class", "defaults",
+    "published_params", "notes", "config",
+}
+
+FAMILIES = {
+    "decoder-lm", "encoder", "encoder-decoder", "vision", "cnn", "clip", "speech",
+    "vision-language",
+}
+TASKS = {
+    "causal-lm", "masked-lm", "seq2seq-lm", "image-classification", "contrastive",
+    "speech-seq2seq", "image-text-to-text",
+}
+# Which task each family may declare.
+FAMILY_TASKS = {
+    "decoder-lm": {"causal-lm"},
+    "encoder": {"masked-lm"},
+    "encoder-decoder": {"seq2seq-lm"},
+    "vision": {"image-classification"},
+    "cnn": {"image-classification"},
+    "clip": {"contrastive"},
+    "speech": {"speech-seq2seq"},
+    "vision-language": {"image-text-to-text"},
+}
+DEFAULT_KEYS = {"seq_len", "image_size", "target_len", "audio_seconds", "images"}
+# The inputs each family needs a default for.
+FAMILY_DEFAULTS = {
+    "decoder-lm": {"seq_len"},
+    "encoder": {"seq_len"},
+    "encoder-decoder": {"seq_len", "target_len"},
+    "vision": {"image_size"},
+    "cnn": {"image_size"},
+    "clip": {"seq_len", "image_size"},
+    "speech": {"audio_seconds", "target_len"},
+    "vision-language": {"seq_len", "image_size", "images"},
+}
+
+# Exact sum(p.numel() for p in model.parameters()) measured on meta with
+# transformers 5.23.0 (tied/shared tensors counted once).
+EXPECTED_PARAMS = {
+    "bert-base-uncased": 109_514_298,
+    "bert-large-uncased": 335_174_458,
+    "clip-vit-large-patch14-336": 427_944_193,
+    "gpt2": 124_439_808,
+    "llama-2-70b": 68_976_648_192,
+    "llama-2-7b": 6_738_415_616,
+    "llama-3-8b": 8_030_261_248,
+    "llama-3.2-1b": 1_235_814_400,
+    "llava-1.5-13b": 13_351_494_656,
+    "llava-1.5-7b": 7_063_427_072,
+    "mistral-7b": 7_241_732_096,
+    "qwen2-vl-2b": 2_208_985_600,
+    "qwen2-vl-7b": 8_291_375_616,
+    "qwen2.5-0.5b": 494_032_768,
+    "qwen2.5-7b": 7_615_616_512,
+    "resnet-50": 25_557_032,
+    "siglip-base": 203_155_970,
+    "t5-base": 222_903_552,
+    "vit-base-patch16-224": 86_567_656,
+    "whisper-large-v3": 1_543_490_560,
+    "whisper-small": 241_734_912,
+}
+
+# Rounded public figures (model card / paper / hub badge).  Papers round loosely
+# and count slightly different heads (e.g. BERT's 110M/340M is BertModel with the
+# pooler, not BertForMaskedLM; Llama-2-70B is "70B" for 68.98B), so the exact
+# count only has to land within CARD_TOLERANCE of these.
+CARD_FIGURES = {
+    "bert-base-uncased": 110e6,
+    "bert-large-uncased": 340e6,
+    "clip-vit-large-patch14-336": 428e6,
+    "gpt2": 124e6,
+    "llama-2-70b": 70e9,
+    "llama-2-7b": 6.74e9,
+    "llama-3-8b": 8.03e9,
+    "llama-3.2-1b": 1.24e9,
+    "llava-1.5-13b": 13.4e9,
+    "llava-1.5-7b": 7.06e9,
+    "mistral-7b": 7.24e9,
+    "qwen2-vl-2b": 2.21e9,
+    "qwen2-vl-7b": 8.29e9,
+    "qwen2.5-0.5b": 0.49e9,
+    "qwen2.5-7b": 7.61e9,
+    "resnet-50": 25.6e6,
+    "siglip-base": 203e6,
+    "t5-base": 220e6,
+    "vit-base-patch16-224": 86e6,
+    "whisper-large-v3": 1550e6,
+    "whisper-small": 244e6,
+}
+CARD_TOLERANCE = 0.02
+
+REQUIRED_MODELS = set(EXPECTED_PARAMS)
+
+
+@functools.lru_cache(maxsize=None)
+def load_entry(name: str) -> dict:
+    with open(MODELS_DIR / f"{name}.json", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def build_config(entry: dict):
+    config = dict(entry["config"])
+    model_type = config.pop("model_type")
+    return AutoConfig.for_model(model_type, **config)
+
+
+@functools.lru_cache(maxsize=None)
+def built_param_count(name: str) -> int:
+    """Build the model once on meta and return its parameter count."""
+    entry = load_entry(name)
+    cfg = build_config(entry)
+    with torch.device("meta"):
+        model = getattr(transformers, entry["model_class"])(cfg)
+    params = list(model.parameters())
+    assert all(p.device.type == "meta" for p in params), "a parameter was materialised off meta"
+    return sum(p.numel() for p in params)
+
+
+def test_zoo_is_complete():
+    assert set(MODEL_IDS) == REQUIRED_MODELS
+
+
+def test_expected_tables_cover_the_same_models():
+    assert set(CARD_FIGURES) == set(EXPECTED_PARAMS)
+
+
+@pytest.mark.parametrize("name", MODEL_IDS)
+def test_schema(name):
+    entry = load_entry(name)
+    assert set(entry) == SCHEMA_KEYS
+    assert entry["name"] == name
+    for key in ("hf_id", "model_class", "notes"):
+        assert isinstance(entry[key], str) and entry[key].strip(), key
+    assert "/" in entry["hf_id"]
+    assert entry["family"] in FAMILIES
+    assert entry["task"] in TASKS
+    assert entry["task"] in FAMILY_TASKS[entry["family"]]
+
+    published = entry["published_params"]
+    assert isinstance(published, int) and not isinstance(published, bool)
+    assert published > 0
+
+    defaults = entry["defaults"]
+    assert isinstance(defaults, dict)
+    assert set(defaults) <= DEFAULT_KEYS
+    assert FAMILY_DEFAULTS[entry["family"]] <= set(defaults)
+    for key, value in defaults.items():
+        if key == "audio_seconds":
+            assert isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+        else:
+            assert isinstance(value, int) and not isinstance(value, bool) and value > 0, key
+
+    config = entry["config"]
+    assert isinstance(config, dict)
+    assert isinstance(config.get("model_type"), str)
+    assert config["model_type"] in CONFIG_MAPPING
+    assert hasattr(transformers, entry["model_class"])
+
+
+@pytest.mark.parametrize("name", MODEL_IDS)
+def test_config_routes_agree(name):
+    """AutoConfig.for_model and CONFIG_MAPPING[model_type] give the same config."""
+    entry = load_entry(name)
+    rest = dict(entry["config"])
+    model_type = rest.pop("model_type")
+    via_mapping = CONFIG_MAPPING[model_type](**rest)
+    via_auto = build_config(entry)
+    assert type(via_mapping) is type(via_auto)
+    assert via_mapping.to_dict() == via_auto.to_dict()
+
+
+@pytest.mark.parametrize("name", MODEL_IDS)
+def test_param_count_matches_published(name):
+    entry = load_entry(name)
+    count = built_param_count(name)
+    assert count == EXPECTED_PARAMS[name]
+    assert entry["published_params"] == count
+
+
+@pytest.mark.parametrize("name", MODEL_IDS)
+def test_param_count_near_card_figure(name):
+    exact = EXPECTED_PARAMS[name]
+    card = CARD_FIGURES[name]
+    assert abs(exact - card) / card <= CARD_TOLERANCE, (exact, card)
