@@ -18,8 +18,7 @@ def build_run(spec: ModelSpec, opts: TrainingOptions, device: str):
     model = build_model(spec, opts, device)
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     gen = torch.Generator().manual_seed(SEED)
-    batch = {s.name: s.make(device, gen) for s in batch_spec.inputs}
-    batch.update(batch_spec.constants)
+    batch = batch_spec.make(device, gen)
     impl = resolve_impl(opts.optimizer_impl, opts.target)
     optimizer = make_optimizer(opts.optimizer, [p for p in model.parameters() if p.requires_grad], impl)
     return model, batch, optimizer, impl

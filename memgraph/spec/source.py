@@ -51,7 +51,7 @@ class ModelSpec:
         if self.task == "custom":
             if not opts.inputs:
                 raise MemgraphError(f"{self.name} is a callable model: describe its inputs with --input name=dtype[dims]")
-            return Batch(tuple(parse_input(s) for s in opts.inputs), {})
+            return Batch(tuple(parse_input(s) for s in opts.inputs), {}, positional=True)
         if opts.inputs:
             specs = tuple(parse_input(s) for s in opts.inputs)
             return Batch(specs, {})

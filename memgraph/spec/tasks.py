@@ -24,6 +24,14 @@ WHISPER_FRAMES_PER_SECOND = 100
 class Batch:
     inputs: tuple[InputSpec, ...]
     constants: dict  # non-tensor keyword arguments (e.g. return_loss=True)
+    positional: bool = False  # pass the inputs as forward(*inputs) (callables) instead of by name
+
+    def make(self, device, generator=None) -> tuple[tuple, dict]:
+        """(args, kwargs) for ``model(*args, **kwargs)``, tensors made on ``device``."""
+        tensors = [(s.name, s.make(device, generator)) for s in self.inputs]
+        if self.positional:
+            return tuple(t for _, t in tensors), dict(self.constants)
+        return (), {**dict(tensors), **self.constants}
 
 
 def _text(cfg):

@@ -63,8 +63,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     device = "meta"
     model = build_model(spec, opts, device)
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
-    batch = {s.name: s.make(device) for s in batch_spec.inputs}
-    batch.update(batch_spec.constants)
+    batch = batch_spec.make(device)
     impl = resolve_impl(opts.optimizer_impl, opts.target)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(opts.optimizer, trainable, impl)
@@ -115,14 +114,15 @@ def _parameter_owners(model: torch.nn.Module) -> dict[int, str]:
     return owners
 
 
-def _register_existing(rec: Recorder, model: torch.nn.Module, batch: dict) -> None:
+def _register_existing(rec: Recorder, model: torch.nn.Module, batch: tuple[tuple, dict]) -> None:
     owners = _parameter_owners(model)
     for name, p in model.named_parameters(remove_duplicate=True):
         rec.register(p, "parameter", name, owners.get(id(p), ""))
     for name, b in model.named_buffers():
         if b is not None and b.device.type == rec.device_type:
             rec.register(b, "buffer", name, name.rpartition(".")[0])
-    for name, t in batch.items():
+    args, kwargs = batch
+    for name, t in [(f"input {i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
         if isinstance(t, torch.Tensor):
             rec.register(t, "input", name)
 

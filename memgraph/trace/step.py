@@ -17,20 +17,21 @@ PHASES = ("forward", "backward", "optimizer", "zero_grad")
 
 def train_iteration(
     model: torch.nn.Module,
-    batch: dict,
+    batch: tuple[tuple, dict],
     compute_loss: Callable[[object], torch.Tensor],
     optimizer: torch.optim.Optimizer,
     set_phase: Callable[[str], None] = lambda phase: None,
     autocast=None,
 ) -> None:
     """forward, loss, backward, optimizer step, zero_grad(set_to_none=True)."""
+    args, kwargs = batch
     set_phase("forward")
     if autocast is None:
-        outputs = model(**batch)
+        outputs = model(*args, **kwargs)
         loss = compute_loss(outputs)
     else:
         with autocast():
-            outputs = model(**batch)
+            outputs = model(*args, **kwargs)
             loss = compute_loss(outputs)
     set_phase("backward")
     loss.backward()

@@ -1,0 +1,101 @@
+"""The CLI as a user runs it: reports, formats, and one-line errors with a non-zero exit."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from memgraph.cli import main
+from tests.conftest import CONFIGS
+
+TINY = str(CONFIGS / "tiny-llama.json")
+
+
+def run(*args):
+    p = subprocess.run([sys.executable, "-m", "memgraph", *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_analyze_table_reports_peak_breakdown_and_modules(capsys):
+    assert main(["analyze", TINY, "-s", "32", "-b", "2"]) == 0
+    out = capsys.readouterr().out
+    for text in ("steady-state peak", "first-iteration peak", "torch.cuda.max_memory_allocated", "gradients",
+                 "optimizer_state", "activations", "model.layers.0", "Per module"):
+        assert text in out
+
+
+def test_json_output_file_matches_schema(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["analyze", TINY, "-s", "32", "--format", "json", "--output", str(out)]) == 0
+    data = json.loads(out.read_text())
+    peak = data["steady_state_peak"]
+    assert data["schema_version"] == 1 and data["target"] == "cuda"
+    assert sum(peak["by_category"].values()) == peak["bytes"]
+    assert peak["iteration"] == 2 and peak["phase"] in ("forward", "backward", "optimizer", "zero_grad")
+    assert data["parameters"] == data["trainable_parameters"] > 0
+
+
+def test_markdown_tables_rows_add_up(tmp_path, capsys):
+    assert main(["analyze", TINY, "-s", "32", "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("# memgraph analyze") and "| category" in md
+
+
+def test_models_lists_the_zoo(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for name in ("gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b", "qwen2.5-7b", "bert-base-uncased",
+                 "bert-large-uncased", "t5-base", "vit-base-patch16-224", "resnet-50",
+                 "clip-vit-large-patch14-336", "whisper-small"):
+        assert name in out
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["analyze", "llama2-7b"], "did you mean llama-2-7b"),
+    (["analyze", "gpt2", "--batch-size", "abc"], "'abc' is not an integer"),
+    (["analyze", "gpt2", "--batch-size", "0"], "'0' must be >= 1"),
+    (["analyze", "missing/config.json"], "not found"),
+    (["analyze", "tests.fixtures.nets:mlp", "--input", "x=float32(4,16)"], "does not parse"),
+    (["analyze", "tests.fixtures.nets:mlp"], "--input"),
+    (["analyze", "tests.fixtures.nets:not_a_module", "--input", "x=float32[4]"], "not a torch.nn.Module"),
+    (["analyze", "no_such_module:build"], "cannot import module 'no_such_module'"),
+    (["analyze", TINY, "-s", "8", "--freeze", "nothing.*"], "matches no parameter"),
+    (["analyze", TINY, "-s", "8", "--freeze", "*"], "no parameter trains"),
+    (["analyze", "gpt2", "--precision", "fp8"], "invalid choice: 'fp8'"),
+])
+def test_bad_input_is_one_line_nonzero_no_traceback(args, fragment):
+    code, out, err = run(*args)
+    assert code != 0
+    assert fragment in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_malformed_config(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    code, _, err = run("analyze", str(bad))
+    assert code == 2 and "is not valid JSON" in err and str(bad) in err
+    bad.write_text(json.dumps({"model_type": "llama"}))
+    code, _, err = run("analyze", str(tmp_path))  # a model folder
+    assert code == 2 and "architectures" in err
+
+
+def test_trace_failure_names_the_op_and_module():
+    code, _, err = run("analyze", "tests.fixtures.nets:data_dependent", "--input", "x=float32[2,4]")
+    assert code != 0 and "Traceback" not in err
+    assert "aten._local_scalar_dense" in err or "aten.is_nonzero" in err
+    assert "top level" in err or "module" in err
+
+
+def test_debug_shows_the_traceback():
+    code, _, err = run("analyze", "llama2-7b", "--debug")
+    assert code != 0 and "Traceback" in err
+
+
+def test_failed_run_writes_nothing(tmp_path):
+    out = tmp_path / "report.json"
+    code, _, _ = run("analyze", "tests.fixtures.nets:data_dependent", "--input", "x=float32[2,4]", "-o", str(out))
+    assert code != 0 and not out.exists() and list(tmp_path.iterdir()) == []
+    code, _, err = run("analyze", TINY, "-s", "8", "-o", str(tmp_path / "nope" / "r.json"))
+    assert code == 2 and "does not exist" in err

@@ -1,0 +1,62 @@
+"""The peak of a small MLP, computed by hand byte for byte.
+
+Model: x[B, D0] -> Linear(D0, D1, bias=False) -> ReLU -> Linear(D1, D2, bias=False), loss = out.sum(),
+fp32 (4 bytes), B, D0, D1, D2 = 4, 16, 32, 8 (tests/fixtures/nets.py).
+"""
+
+from memgraph.api import analyze, measure
+from tests.fixtures.nets import B, D0, D1, D2
+
+F32 = 4
+MLP = "tests.fixtures.nets:mlp"
+X = f"x=float32[{B},{D0}]"
+
+W1 = D1 * D0 * F32  # 2048: first weight, and its gradient
+W2 = D2 * D1 * F32  # 1024
+PARAMS = W1 + W2  # 3072
+INPUT = B * D0 * F32  # 256
+OUT = B * D2 * F32  # 128: model output, alive until the iteration ends (the loop holds it)
+LOSS = F32  # out.sum()
+SEED = F32  # ones_like(loss): held by torch.autograd.backward's grad_tensors_ until backward returns
+RELU_GRAD = B * D1 * F32  # 512: threshold_backward's output, the gradient flowing into layer 1
+
+# Backward peak: when layer 1's weight gradient is made, alive are the parameters, the input, the
+# output, the loss, the seed, W2's gradient, the gradient into layer 1 and W1's new gradient.
+# (ReLU's saved output and the gradient into ReLU were freed by then.)
+SGD_PEAK = PARAMS + INPUT + OUT + LOSS + SEED + W2 + RELU_GRAD + W1
+assert SGD_PEAK == 7048
+
+
+def _round512(n: int) -> int:  # c10 CUDACachingAllocator kMinBlockSize
+    return -(-n // 512) * 512
+
+
+def test_sgd_peak_cpu_target_by_hand():
+    r = analyze(MLP, inputs=(X,), optimizer="sgd", target="cpu")
+    assert r.steady_state_peak.bytes == SGD_PEAK
+    assert r.steady_state_peak.phase == "backward"
+    assert r.steady_state_peak.module == "0"  # the first Linear of the Sequential
+    assert r.steady_state_peak.by_category["gradients"] == W1 + W2
+    assert r.steady_state_peak.by_category["parameters"] == PARAMS
+
+
+def test_sgd_peak_cuda_target_rounds_every_block_to_512_bytes():
+    r = analyze(MLP, inputs=(X,), optimizer="sgd", target="cuda")
+    parts = (PARAMS, INPUT, OUT, LOSS, SEED, W2, RELU_GRAD, W1)
+    expected = _round512(W1) + _round512(W2) + sum(_round512(p) for p in parts[1:])
+    # 2048 + 1024 + 512 (input) + 512 (out) + 512 (loss) + 512 (seed) + 1024 + 512 + 2048 = 8704
+    assert expected == 8704
+    assert r.steady_state_peak.bytes == expected
+
+
+def test_sgd_momentum_steady_state_adds_one_buffer_per_parameter():
+    # iteration 1 creates the momentum buffers (clone of the gradients); from iteration 2 on they
+    # are alive during backward, so the backward peak grows by exactly the parameter bytes.
+    r = analyze(MLP, inputs=(X,), optimizer="sgd-momentum", target="cpu")
+    assert r.steady_state_peak.bytes == SGD_PEAK + PARAMS
+    assert r.steady_state_peak.by_category["optimizer_state"] == PARAMS
+
+
+def test_cpu_measurement_agrees_with_the_hand_computation():
+    m = measure(MLP, device="cpu", inputs=(X,), optimizer="sgd", target="cpu")
+    assert m["iterations"][1]["peak_allocated"] == SGD_PEAK
