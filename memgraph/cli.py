@@ -61,6 +61,7 @@ def _training_args(p: argparse.ArgumentParser) -> None:
                    help="transformers attn_implementation (default eager)")
     g.add_argument("--gradient-checkpointing", action="store_true")
     g.add_argument("--iterations", type=_int, default=2, help="iterations to trace (>= 2; default 2)")
+    g.add_argument("--gpu", default="h100-80gb", help="target GPU for the cuda target (see 'memgraph gpus')")
     g.add_argument("--input", dest="inputs", action="append", default=[], metavar="NAME=DTYPE[DIMS]",
                    help="an input tensor, e.g. x=float32[32,3,224,224] (repeatable; required for module:function)")
     p.add_argument("--output", "-o", help="write the report to FILE instead of standard output")
@@ -73,7 +74,7 @@ def _options(a: argparse.Namespace, target: str) -> TrainingOptions:
         target_len=a.target_len, precision=a.precision, optimizer=a.optimizer, optimizer_impl=a.optimizer_impl,
         freeze=tuple(a.freeze), train=tuple(a.train), iterations=a.iterations, target=target,
         attn_implementation=a.attn_implementation, gradient_checkpointing=a.gradient_checkpointing,
-        inputs=tuple(a.inputs),
+        inputs=tuple(a.inputs), gpu=a.gpu,
     )
 
 
@@ -94,6 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--device", choices=("cpu", "cuda"), required=True)
     m.set_defaults(run=_measure)
 
+    v = sub.add_parser("validate", help="predict every stored measurement and write the error table (markdown)")
+    v.add_argument("--groundtruth", default="reports/groundtruth", help="folder of measurement JSON files")
+    v.add_argument("--output", "-o", default="reports/validation.md", help="markdown file to write ('-' for stdout)")
+    v.add_argument("--debug", action="store_true")
+    v.set_defaults(run=_validate)
+
+    gp = sub.add_parser("gpus", help="list the GPU catalog")
+    gp.add_argument("--debug", action="store_true")
+    gp.set_defaults(run=_gpus, output=None)
+
     z = sub.add_parser("models", help="list the built-in model zoo")
     z.add_argument("--format", "-f", choices=("table", "json"), default="table")
     z.add_argument("--debug", action="store_true")
@@ -113,6 +124,27 @@ def _measure(a) -> str:
     from .api import measure
 
     return json.dumps(measure(a.model, a.device, _options(a, a.device)), indent=2) + "\n"
+
+
+def _validate(a) -> str:
+    from .validate import render_markdown, validate
+
+    root = Path(a.groundtruth)
+    text = render_markdown(validate(root), root)
+    if a.output == "-":
+        a.output = None
+    return text
+
+
+def _gpus(a) -> str:
+    from tabulate import tabulate
+
+    from .gpu.catalog import GPUS
+    from .report.units import human_bytes
+
+    rows = [[g.key, g.name, human_bytes(g.capacity_bytes), f"{g.compute_capability[0]}.{g.compute_capability[1]}",
+             "yes" if g.bf16_supported else "no", "yes" if g.flash_attention_supported else "no"] for g in GPUS.values()]
+    return tabulate(rows, ["key", "name", "capacity", "compute capability", "bf16", "flash attention"], disable_numparse=True) + "\n"
 
 
 def _models(a) -> str:

@@ -72,7 +72,8 @@ def test_matches_installed_autocast_header():
     header = os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "autocast_mode.h")
     if not os.path.exists(header):
         pytest.skip("torch wheel ships no autocast_mode.h")
-    text = open(header).read()
+    with open(header) as f:
+        text = f.read()
 
     def ops(name):
         return set(re.findall(r"_\(\s*([A-Za-z0-9_]+)", _header_macro(text, name)))

@@ -33,6 +33,7 @@ class TrainingOptions:
     attn_implementation: str = "eager"
     gradient_checkpointing: bool = False
     inputs: tuple[str, ...] = field(default=())  # --input specs for callable models
+    gpu: str = "h100-80gb"  # catalog key of the target GPU (memgraph/gpu/catalog.py); used by the cuda target
 
     def __post_init__(self):
         _positive("batch size", self.batch_size, "--batch-size")
@@ -54,6 +55,12 @@ class TrainingOptions:
         _choice("optimizer implementation", self.optimizer_impl, OPTIMIZER_IMPLS, "--optimizer-impl")
         _choice("target", self.target, TARGETS, "--target")
         _choice("attention implementation", self.attn_implementation, ATTN_IMPLEMENTATIONS, "--attn")
+        from ..gpu.catalog import get_gpu
+
+        try:
+            object.__setattr__(self, "gpu", get_gpu(self.gpu).key)
+        except KeyError as e:
+            raise MemgraphError(f"{e.args[0]}: pass --gpu with a name from 'memgraph gpus'") from None
 
     def to_dict(self) -> dict:
         d = asdict(self)
