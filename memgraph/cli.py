@@ -183,8 +183,20 @@ def write_output(text: str, path: str | None) -> None:
         raise
 
 
+def _quiet_transformers() -> None:
+    """Config warnings (e.g. token ids outside a toy vocabulary) are noise in a memory report."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not args.debug:
+        _quiet_transformers()
     try:
         write_output(args.run(args), args.output)
     except MemgraphError as e:

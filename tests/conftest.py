@@ -1,12 +1,9 @@
-import os
 from pathlib import Path
 
 import pytest
 
 CONFIGS = Path(__file__).parent / "configs"
 REPO = Path(__file__).parent.parent
-
-os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep the profiler quiet in measure tests
 
 
 @pytest.fixture(autouse=True)
