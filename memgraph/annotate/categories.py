@@ -15,6 +15,7 @@ class Category(str, Enum):
     OPTIMIZER_STATE = "optimizer_state"
     ACTIVATION = "activations"  # saved for backward by autograd
     TEMPORARY = "temporaries"  # everything else: outputs, intermediates, backward scratch
+    WORKSPACE = "workspaces"  # kernel scratch buffers and library workspaces (cuBLAS), not tensors
 
 
 ORDER = tuple(Category)
@@ -28,6 +29,8 @@ def categorize(s: StorageRecord) -> Category:
         return Category.BUFFER
     if s.origin == "input":
         return Category.INPUT
+    if s.origin == "workspace":
+        return Category.WORKSPACE
     if s.role == "gradient":
         return Category.GRADIENT
     if s.role == "optimizer_state":

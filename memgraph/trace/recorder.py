@@ -73,6 +73,7 @@ class Recorder(TorchDispatchMode):
     module_of: object = None  # callable returning the current module path
     device_type: str = "meta"
     workspace_of: object = None  # callable (op, args, kwargs, out) -> [bytes] of kernel scratch buffers
+    on_op: object = None  # callable (recorder, OpInfo) after each op: runtime models add allocations here
     phase: str = "setup"
     iteration: int = 0
     graph: fx.Graph = field(default_factory=fx.Graph)
@@ -135,6 +136,16 @@ class Recorder(TorchDispatchMode):
         ))
         self.events.append((ALLOC, sid))
         self.events.append((FREE, sid))
+
+    def persistent(self, nbytes: int, name: str, module: str, node: int) -> int:
+        """A buffer a library allocates through the device allocator and keeps (never freed)."""
+        sid = len(self.storages)
+        self.storages.append(StorageRecord(
+            sid=sid, nbytes=nbytes, dtype="uint8", shape=(nbytes,), origin="workspace", name=name, module=module,
+            phase=self.phase, iteration=self.iteration, node=node, alloc_event=len(self.events), last_use_node=node,
+        ))
+        self.events.append((ALLOC, sid))
+        return sid
 
     def _on_free(self, key: int, sid: int) -> None:
         self.storages[sid].free_event = len(self.events)
@@ -204,6 +215,8 @@ class Recorder(TorchDispatchMode):
                       tuple(inputs), tuple(outputs), tuple(allocated), event)
         node.meta["memgraph"] = info
         self.ops.append(info)
+        if self.on_op is not None:
+            self.on_op(self, info)
 
     # -- roles ----------------------------------------------------------------------------
     def mark_saved(self, t: torch.Tensor) -> None:

@@ -70,7 +70,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
 
     modules = ModuleStack(model)
     rec = Recorder(module_of=lambda: modules.current, device_type=device,
-                   workspace_of=lambda op, a, k, out: workspace_bytes(op, opts.target, a, k, out))
+                   workspace_of=lambda op, a, k, out: workspace_bytes(op, opts.target, a, k, out),
+                   on_op=_runtime_hook(opts))
     _register_existing(rec, model, batch)
     trainable_sids = {rec.sid_of(p) for p in trainable}
 
@@ -103,6 +104,16 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids,
     )
+
+
+def _runtime_hook(opts: TrainingOptions):
+    """Allocations CUDA libraries make through the caching allocator (cuda target only)."""
+    if opts.target != "cuda":
+        return None
+    from ..allocator.cuda_runtime import CudaLibraryWorkspaces
+    from ..gpu.catalog import get_gpu
+
+    return CudaLibraryWorkspaces(get_gpu(opts.gpu))
 
 
 def _parameter_owners(model: torch.nn.Module) -> dict[int, str]:
