@@ -62,6 +62,8 @@ def _training_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gradient-checkpointing", action="store_true")
     g.add_argument("--iterations", type=_int, default=2, help="iterations to trace (>= 2; default 2)")
     g.add_argument("--gpu", default="h100-80gb", help="target GPU for the cuda target (see 'memgraph gpus')")
+    g.add_argument("--allocator-conf", default=os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), metavar="CONF",
+                   help="CUDA caching allocator settings as in PYTORCH_CUDA_ALLOC_CONF (default: that variable)")
     g.add_argument("--input", dest="inputs", action="append", default=[], metavar="NAME=DTYPE[DIMS]",
                    help="an input tensor, e.g. x=float32[32,3,224,224] (repeatable; required for module:function)")
     p.add_argument("--output", "-o", help="write the report to FILE instead of standard output")
@@ -74,7 +76,7 @@ def _options(a: argparse.Namespace, target: str) -> TrainingOptions:
         target_len=a.target_len, precision=a.precision, optimizer=a.optimizer, optimizer_impl=a.optimizer_impl,
         freeze=tuple(a.freeze), train=tuple(a.train), iterations=a.iterations, target=target,
         attn_implementation=a.attn_implementation, gradient_checkpointing=a.gradient_checkpointing,
-        inputs=tuple(a.inputs), gpu=a.gpu,
+        inputs=tuple(a.inputs), gpu=a.gpu, allocator_conf=a.allocator_conf,
     )
 
 

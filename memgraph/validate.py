@@ -72,9 +72,9 @@ def predict_record(record: dict) -> dict[str, int | None]:
         opts[key] = tuple(opts.get(key) or ())
     options = TrainingOptions(**{**opts, "target": record["device"]})
     r = analyze(record["model"], options)
-    reserved = getattr(r, "steady_state_reserved", None)
-    total = getattr(r, "steady_state_device_total", None)
-    return {"allocated": r.steady_state_peak.bytes, "reserved": reserved, "device_total": total}
+    device = r.device or {}
+    return {"allocated": r.steady_state_peak.bytes, "reserved": device.get("steady_state_reserved"),
+            "device_total": device.get("steady_state_device_total")}
 
 
 def _summary(o: dict) -> str:

@@ -48,7 +48,16 @@ def analyze_trace(trace: Trace, model_name: str, options: dict, target: str, dep
              "unknown": dict(unknown_ops(o.op for o in rec.ops))},
         trace_seconds=round(trace.seconds, 3), analysis_seconds=round(time.perf_counter() - start, 3),
         versions=_versions(), notes=list(trace.notes),
+        device=_device(trace, options) if target == "cuda" else None,
     )
+
+
+def _device(trace: Trace, options: dict) -> dict:
+    from dataclasses import asdict
+
+    from .device import device_peaks
+
+    return asdict(device_peaks(trace.recorder, trace.iteration_bounds, options["gpu"], options.get("allocator_conf", "")))
 
 
 class _Locator:

@@ -79,6 +79,7 @@ class Result:
     analysis_seconds: float
     versions: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    device: dict | None = None  # cuda target: reserved and device-total peaks, fit (analysis/device.py)
 
     def to_dict(self) -> dict:
         return asdict(self)

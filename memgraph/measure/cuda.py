@@ -20,6 +20,8 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions) -> dict:
     """Run ``opts.iterations`` iterations on cuda:0; per iteration allocated/reserved peaks and device use."""
     if not torch.cuda.is_available():
         raise MemgraphError("no CUDA device: run 'memgraph measure --device cuda' on a machine with an NVIDIA GPU")
+    if opts.allocator_conf:  # before the first allocation, as PYTORCH_CUDA_ALLOC_CONF would be
+        torch.cuda.memory._set_allocator_settings(opts.allocator_conf)
     torch.cuda.init()
     context = _device_used()  # before any tensor: the CUDA context (and other processes)
     model, batch, optimizer, impl = build_run(spec, opts, "cuda")

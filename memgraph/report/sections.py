@@ -38,7 +38,30 @@ def summary(r: Result) -> Section:
         f"first-iteration peak: {human_bytes(r.first_iteration_peak.bytes)} ({r.first_iteration_peak.bytes:,} B) at "
         f"{where(r.first_iteration_peak)}",
     ]
+    if r.device:
+        lines += device_lines(r)
     return Section("memgraph analyze", lines)
+
+
+def device_lines(r: Result) -> list[str]:
+    """The three peaks of the cuda target, each labelled with the counter it predicts, and the fit."""
+    d = r.device
+    conf = f", PYTORCH_CUDA_ALLOC_CONF={d['allocator_options']}" if d["allocator_options"] else ""
+    lines = [
+        "",
+        f"On {d['gpu_name']} ({human_bytes(d['capacity_bytes'])}{conf}), steady state:",
+        f"  allocated     {human_bytes(r.steady_state_peak.bytes):>12}  torch.cuda.max_memory_allocated",
+        f"  reserved      {human_bytes(d['steady_state_reserved']):>12}  torch.cuda.max_memory_reserved "
+        f"({d['segments']} segments)",
+        f"  device total  {human_bytes(d['steady_state_device_total']):>12}  nvidia-smi (reserved + "
+        f"{human_bytes(d['context_bytes'])} CUDA context, estimated)",
+    ]
+    if d["fits"]:
+        lines.append(f"fits: yes, {human_bytes(d['headroom_bytes'])} headroom")
+    else:
+        lines.append(f"fits: NO, needs {human_bytes(d['steady_state_device_total'])} of {human_bytes(d['capacity_bytes'])}"
+                     + (f"; the caching allocator runs out at event {d['oom_event']}" if d["oom_event"] is not None else ""))
+    return lines
 
 
 def breakdown(p: Peak) -> Section:

@@ -34,6 +34,7 @@ class TrainingOptions:
     gradient_checkpointing: bool = False
     inputs: tuple[str, ...] = field(default=())  # --input specs for callable models
     gpu: str = "h100-80gb"  # catalog key of the target GPU (memgraph/gpu/catalog.py); used by the cuda target
+    allocator_conf: str = ""  # PYTORCH_CUDA_ALLOC_CONF for the cuda target, e.g. "expandable_segments:True"
 
     def __post_init__(self):
         _positive("batch size", self.batch_size, "--batch-size")
@@ -55,7 +56,14 @@ class TrainingOptions:
         _choice("optimizer implementation", self.optimizer_impl, OPTIMIZER_IMPLS, "--optimizer-impl")
         _choice("target", self.target, TARGETS, "--target")
         _choice("attention implementation", self.attn_implementation, ATTN_IMPLEMENTATIONS, "--attn")
+        from ..allocator.cuda_caching import AllocatorOptions
         from ..gpu.catalog import get_gpu
+
+        if self.allocator_conf:
+            try:
+                AllocatorOptions.from_env_string(self.allocator_conf)
+            except ValueError as e:
+                raise MemgraphError(f"--allocator-conf {self.allocator_conf!r}: {e}") from None
 
         try:
             object.__setattr__(self, "gpu", get_gpu(self.gpu).key)
