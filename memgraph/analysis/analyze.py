@@ -28,13 +28,12 @@ def analyze_trace(trace: Trace, model_name: str, options: dict, target: str, dep
     sizes = [ALLOCATED_SIZE[target](s.nbytes) for s in rec.storages]
     cats = [categorize(s) for s in rec.storages]
     live = live_bytes(rec.events, sizes)
-    (lo1, hi1), (lo_last, hi_last) = trace.iteration_bounds[0], trace.iteration_bounds[-1]
-    lo_steady = trace.iteration_bounds[1][0]
+    (lo1, hi1), lo_steady, hi_last = trace.iteration_bounds[0], trace.iteration_bounds[1][0], trace.iteration_bounds[-1][1]
     where = _Locator(rec)
     first = _peak(rec, live, sizes, cats, where, argmax_in(live, lo1, hi1))
     steady_index = argmax_in(live, lo_steady, hi_last)
-    steady = _peak(rec, live, sizes, cats, where, steady_index)
     alive_at_steady = alive_after(rec.events, steady_index)
+    steady = _peak(rec, live, sizes, cats, where, steady_index, alive_at_steady)
     return Result(
         schema_version=SCHEMA_VERSION, model=model_name, target=target, metric=METRIC[target],
         options=options, batch=trace.batch, optimizer_impl=trace.optimizer_impl,
@@ -84,8 +83,8 @@ class _Locator:
         return iteration, phase, "", ""
 
 
-def _peak(rec, live, sizes, cats, where: _Locator, index: int) -> Peak:
-    alive = alive_after(rec.events, index)
+def _peak(rec, live, sizes, cats, where: _Locator, index: int, alive: set[int] | None = None) -> Peak:
+    alive = alive_after(rec.events, index) if alive is None else alive
     iteration, phase, module, op = where(index)
     by_cat = Counter()
     for sid in alive:
@@ -143,10 +142,11 @@ def _modules(storages, sizes, cats, alive, trace: Trace, depth: int) -> list[Mod
             row["saved_activation_bytes"] += sizes[sid]
         if sid in alive:
             row["peak_bytes"] += sizes[sid]
-    return [ModuleRow(module=k, **v) for k, v in sorted(rows.items(), key=lambda kv: _module_order(kv[0], storages))]
+    return [ModuleRow(module=k, **v) for k, v in sorted(rows.items(), key=lambda kv: _module_order(kv[0]))]
 
 
-def _module_order(path: str, storages) -> tuple:
+def _module_order(path: str) -> tuple:
+    """Sort module paths with numeric parts as numbers (layers.2 before layers.10)."""
     parts = path.split(".") if path else []
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
 
