@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .analysis.analyze import analyze_trace
 from .analysis.result import Result
 from .spec.options import TrainingOptions
@@ -25,5 +27,7 @@ def measure(model: str, device: str = "cpu", options: TrainingOptions | None = N
     """Run the same step for real on ``device`` and return the measured record."""
     from .measure import run_measurement
 
-    opts = options or TrainingOptions(**kwargs)
+    opts = options or TrainingOptions(**{"target": device, **kwargs})
+    if opts.target != device:  # the measured step must be the one the same-named target predicts
+        opts = replace(opts, target=device)
     return run_measurement(resolve(model), opts, device)
