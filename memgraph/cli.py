@@ -31,6 +31,15 @@ def _int(text: str) -> int:
     return value
 
 
+def _image_size(text: str) -> int | tuple[int, int]:
+    """``448`` (square) or ``448x672`` (height x width)."""
+    parts = text.lower().split("x")
+    if len(parts) > 2:
+        raise argparse.ArgumentTypeError(f"{text!r} is not N or HxW")
+    sizes = tuple(_int(p.strip()) for p in parts)
+    return sizes[0] if len(sizes) == 1 else sizes
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -46,10 +55,15 @@ def _training_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training step")
     g.add_argument("--batch-size", "-b", type=_int, default=1, help="samples per step (default 1)")
     g.add_argument("--seq-len", "-s", type=_int, help="tokens per sample (default: the model's)")
-    g.add_argument("--image-size", type=_int, help="image side in pixels (default: the model's)")
+    g.add_argument("--image-size", type=_image_size, metavar="N|HxW",
+                   help="image side, or height x width, in pixels (default: the model's)")
+    g.add_argument("--images", type=_int, help="images per sample for image-text models (default: the model's)")
     g.add_argument("--audio-seconds", type=_seconds, help="audio length in seconds (Whisper: 30)")
     g.add_argument("--target-len", type=_int, help="decoder tokens for encoder-decoder models")
-    g.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    g.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="fp32 (default); fp16-mixed: autocast float16 + GradScaler, float32 weights; "
+                        "bf16-mixed: autocast bfloat16, float32 weights; bf16: bfloat16 weights, grads and "
+                        "optimizer state (mixed precisions: cuda target only)")
     g.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
     g.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="auto",
                    help="auto: foreach on cuda, for-loop on cpu (PyTorch's defaults)")
@@ -76,7 +90,7 @@ def _options(a: argparse.Namespace, target: str) -> TrainingOptions:
         target_len=a.target_len, precision=a.precision, optimizer=a.optimizer, optimizer_impl=a.optimizer_impl,
         freeze=tuple(a.freeze), train=tuple(a.train), iterations=a.iterations, target=target,
         attn_implementation=a.attn_implementation, gradient_checkpointing=a.gradient_checkpointing,
-        inputs=tuple(a.inputs), gpu=a.gpu, allocator_conf=a.allocator_conf,
+        inputs=tuple(a.inputs), gpu=a.gpu, allocator_conf=a.allocator_conf, images=a.images,
     )
 
 

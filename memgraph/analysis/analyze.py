@@ -15,6 +15,8 @@ from ..ops.registry import unknown_ops
 from ..trace.recorder import StorageRecord
 from ..trace.run import Trace
 from .liveness import alive_after, argmax_in, live_bytes
+from .modality import SHARED
+from .modality_table import modality_rows
 from .result import SCHEMA_VERSION, ModuleRow, Peak, Result, TensorRow, TimelinePoint
 
 METRIC = {"cuda": "torch.cuda.max_memory_allocated", "cpu": "peak of CPU allocator bytes (torch.profiler)"}
@@ -48,6 +50,9 @@ def analyze_trace(trace: Trace, model_name: str, options: dict, target: str, dep
         trace_seconds=round(trace.seconds, 3), analysis_seconds=round(time.perf_counter() - start, 3),
         versions=_versions(), notes=list(trace.notes),
         device=_device(trace, options) if target == "cuda" else None,
+        modalities=modality_rows(rec.storages, sizes, cats, alive_at_steady, trace.modalities, trace.trainable_sids,
+                                 len(trace.iteration_bounds), _itemsize),
+        peak_modality=trace.modalities.get(steady.module, SHARED),
     )
 
 

@@ -80,6 +80,8 @@ class Result:
     versions: dict[str, str]
     notes: list[str] = field(default_factory=list)
     device: dict | None = None  # cuda target: reserved and device-total peaks, fit (analysis/device.py)
+    modalities: list = field(default_factory=list)  # ModalityRow per modality group (analysis/modality_table.py)
+    peak_modality: str = ""  # modality of the module running at the steady-state peak
 
     def to_dict(self) -> dict:
         return asdict(self)

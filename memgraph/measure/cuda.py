@@ -11,7 +11,7 @@ from ..spec.options import TrainingOptions
 from ..spec.source import ModelSpec
 from ..spec.tasks import loss_from_outputs
 from ..trace.step import train_iteration
-from .setup import build_run
+from .setup import build_run, precision_context
 
 NVIDIA_SMI_QUERY = "name,driver_version,memory.total,memory.used"
 
@@ -25,12 +25,13 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions) -> dict:
     torch.cuda.init()
     context = _device_used()  # before any tensor: the CUDA context (and other processes)
     model, batch, optimizer, impl = build_run(spec, opts, "cuda")
+    autocast, scaler = precision_context(opts, "cuda")
     torch.cuda.synchronize()
     iterations = []
     for it in range(1, opts.iterations + 1):
         torch.cuda.reset_peak_memory_stats()
         start = torch.cuda.memory_allocated()
-        train_iteration(model, batch, loss_from_outputs, optimizer)
+        train_iteration(model, batch, loss_from_outputs, optimizer, autocast=autocast, scaler=scaler)
         torch.cuda.synchronize()
         iterations.append({
             "iteration": it,
@@ -48,6 +49,7 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions) -> dict:
         "optimizer_impl": impl,
         "gpu": {"name": props.name, "total_memory": props.total_memory,
                 "compute_capability": [props.major, props.minor], "cuda": torch.version.cuda,
+                "cudnn": torch.backends.cudnn.version(),  # cuDNN > 9.15 on sm90/sm100 puts cuDNN SDPA first
                 "driver": (_nvidia_smi() or {}).get("driver_version")},
         "device_used_before_model": context,
         "iterations": iterations,

@@ -7,7 +7,8 @@ import torch
 from ..spec.optimizers import make_optimizer, resolve_impl
 from ..spec.options import TrainingOptions
 from ..spec.source import ModelSpec
-from ..trace.run import PRECISION_DTYPE, build_model
+from ..precision.scaler import make_scaler
+from ..trace.run import AUTOCAST_DTYPE, PRECISION_DTYPE, build_model
 
 SEED = 0
 
@@ -22,3 +23,13 @@ def build_run(spec: ModelSpec, opts: TrainingOptions, device: str):
     impl = resolve_impl(opts.optimizer_impl, opts.target)
     optimizer = make_optimizer(opts.optimizer, [p for p in model.parameters() if p.requires_grad], impl)
     return model, batch, optimizer, impl
+
+
+def precision_context(opts: TrainingOptions, device: str):
+    """(autocast factory or None, GradScaler or None) for ``train_iteration`` on a real ``device``:
+    ``torch.autocast(device, dtype)`` for the mixed precisions and ``torch.amp.GradScaler`` for
+    fp16-mixed -- the real objects whose behaviour the meta trace emulates."""
+    dtype = AUTOCAST_DTYPE.get(opts.precision)
+    device_type = torch.device(device).type
+    autocast = None if dtype is None else (lambda: torch.autocast(device_type, dtype=dtype))
+    return autocast, make_scaler(opts.precision, device)

@@ -159,10 +159,21 @@ register(
     "indexing", "aten.index", "aten.index_put", "aten.gather", "aten.slice_backward", "aten.select_backward",
     note="new output; *_backward: zeros of the input's shape with the gradient written in",
 )
+register(
+    "indexing", "aten.index_put_", "aten.index_select", "aten.repeat_interleave", "aten.masked_scatter",
+    note="vision-language glue: image features scattered into text embeddings, token positions; output only "
+         "(index_put_ writes in place)",
+)
+register(
+    "indexing", "aten.masked_scatter_backward",
+    note="gradient of the scattered source; on CPU the kernel briefly holds about 2x the gradient internally "
+         "(seen by profiling tiny LLaVA; not modelled, it did not reach the peak there)",
+)
 
 # -- copies and layout changes --------------------------------------------------------------------
 register(
-    "copy", "aten.clone", "aten._to_copy", "aten.copy_", "aten.cat", "aten.repeat", "aten.constant_pad_nd",
+    "copy", "aten.clone", "aten._to_copy", "aten.copy_", "aten.cat", "aten.stack", "aten.repeat",
+    "aten.constant_pad_nd",
     note="new output (copy_ writes into its destination)",
 )
 
@@ -174,6 +185,26 @@ register(
     "aten.full", "aten.full_like", "aten.new_full", "aten.arange", "aten.eye", "aten.scalar_tensor",
     "aten.lift_fresh_copy",
     note="allocates its (filled) output",
+)
+
+# -- dropout and attention kernels ----------------------------------------------------------------
+register(
+    "dropout", "aten.native_dropout", "aten.native_dropout_backward",
+    note="CUDA's fused dropout: output + a bool mask (1 byte/element) saved for backward; backward pointwise",
+)
+register(
+    "attention",
+    "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_flash_attention_backward",
+    "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_efficient_attention_backward",
+    "aten._scaled_dot_product_flash_attention_for_cpu", "aten._scaled_dot_product_flash_attention_for_cpu_backward",
+    "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_cudnn_attention_backward",
+    note="fused attention: output + float32 logsumexp saved (no B*H*S*S scores). Not modelled yet: flash "
+         "backward's float32 dq accumulator (and full-head dk/dv with GQA), the efficient kernel's workspace, "
+         "the CPU flash kernel's per-thread buffers",
+)
+register(
+    "amp", "aten._amp_foreach_non_finite_check_and_unscale_", "aten._amp_update_scale_",
+    note="GradScaler: unscale gradients in place, update the scale in place; no allocation",
 )
 
 # -- random ---------------------------------------------------------------------------------------
@@ -194,6 +225,12 @@ register(
     "aten._foreach_neg", "aten._foreach_addcdiv", "aten._foreach_addcmul", "aten._foreach_maximum",
     "aten._foreach_pow", "aten._foreach_abs",
     note="one new output per tensor of the list",
+)
+
+# -- small reductions over token ids and masks (vision-language inputs, packed-sequence checks) -----
+register(
+    "reduction", "aten.cumsum", "aten.prod", "aten.max", "aten._is_all_true",
+    note="one (small) output per reduced tensor",
 )
 
 # -- host-side and bookkeeping ops ----------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 from html import escape
 
 from ..analysis.result import Peak, Result, TimelinePoint
+from . import sections
 from .units import human_bytes, share
 
 PHASE_COLORS = {
@@ -40,6 +41,7 @@ FIRST_COLOR = "#ef8f00"
 CSS = """
 :root { --ink: #1f2933; --muted: #616e7c; --line: #d9e2ec; --soft: #f5f7fa; --accent: #c62828; }
 * { box-sizing: border-box; }
+.fits { color: #2f7d4f; font-weight: 600; } .nofit { color: var(--accent); }
 body { margin: 0; background: #eef1f5; color: var(--ink);
   font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
 main { max-width: 1100px; margin: 0 auto; padding: 24px 20px 40px; }
@@ -424,6 +426,35 @@ def _modules(r: Result) -> str:
             f"{note}</p>{_table(headers, rows, {1, 2, 3, 4, 5, 6}, total)}</section>")
 
 
+def _device(r: Result) -> str:
+    """cuda target: the three peaks, each labelled with the PyTorch counter it predicts, and the fit."""
+    d = r.device
+    if not d:
+        return ""
+    rows = [["allocated", human_bytes(r.steady_state_peak.bytes), _Html("<code>torch.cuda.max_memory_allocated()</code>")],
+            ["reserved", human_bytes(d["steady_state_reserved"]),
+             _Html(f"<code>torch.cuda.max_memory_reserved()</code> ({d['segments']} segments)")],
+            ["device total", human_bytes(d["steady_state_device_total"]),
+             f"nvidia-smi: reserved + {human_bytes(d['context_bytes'])} CUDA context (estimated)"]]
+    if d["fits"]:
+        verdict = f'<p class="fits">Fits: {_e(human_bytes(d["headroom_bytes"]))} headroom.</p>'
+    else:
+        oom = f" The caching allocator runs out at event {d['oom_event']:,}." if d["oom_event"] is not None else ""
+        verdict = (f'<p class="nofit"><b>Does not fit:</b> needs {_e(human_bytes(d["steady_state_device_total"]))} '
+                   f'of {_e(human_bytes(d["capacity_bytes"]))}.{_e(oom)}</p>')
+    conf = f" with <code>PYTORCH_CUDA_ALLOC_CONF={_e(d['allocator_options'])}</code>" if d["allocator_options"] else ""
+    return (f"<section><h2>On {_e(d['gpu_name'])} ({_e(human_bytes(d['capacity_bytes']))}){conf}</h2>"
+            f"{_table(['steady-state peak', 'size', 'predicts'], rows, {1})}{verdict}</section>")
+
+
+def _modalities(r: Result) -> str:
+    s = sections.modalities(r)
+    if s is None:
+        return ""
+    lines = "".join(f"<p>{_e(line)}</p>" for line in s.lines)
+    return f"<section><h2>{_e(s.title)}</h2>{lines}{_table(s.headers, s.rows[:-1], set(range(1, 8)), s.rows[-1])}</section>"
+
+
 def _static(r: Result) -> str:
     static = r.static or {}
     if not static:
@@ -468,8 +499,9 @@ def _versions(r: Result) -> str:
 def render_html(result: Result) -> str:
     """The whole report as one self-contained HTML document."""
     r = result
-    body = "".join([_header(r), _peaks(r), _timeline(r), _breakdown(r.steady_state_peak),
-                    _top_tensors(r.steady_state_peak), _modules(r), _static(r), _ops(r), _notes(r), _versions(r)])
+    body = "".join([_header(r), _peaks(r), _device(r), _timeline(r), _breakdown(r.steady_state_peak),
+                    _top_tensors(r.steady_state_peak), _modalities(r), _modules(r), _static(r), _ops(r), _notes(r),
+                    _versions(r)])
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>memgraph: {_e(r.model)}</title><style>{CSS}</style></head>"

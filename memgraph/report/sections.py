@@ -92,6 +92,22 @@ def modules(r: Result, depth: int) -> Section:
                    ["module", "params", "trainable", "param bytes", "saved activations", "at peak"], rows)
 
 
+def modalities(r: Result) -> Section | None:
+    """Per-modality rows (they add up to the totals); None for single-modality models."""
+    if len([m for m in r.modalities if m.modality != "shared" and m.parameters]) < 2:
+        return None
+    keys = ("parameter_bytes", "gradient_bytes", "optimizer_state_bytes", "saved_activation_bytes", "peak_bytes")
+    rows = [[m.modality, f"{m.parameters:,}", f"{m.trainable_parameters:,}",
+             *(human_bytes(getattr(m, k)) for k in keys)] for m in r.modalities]
+    rows.append(["total", f"{sum(m.parameters for m in r.modalities):,}",
+                 f"{sum(m.trainable_parameters for m in r.modalities):,}",
+                 *(human_bytes(sum(getattr(m, k) for m in r.modalities)) for k in keys)])
+    lines = [f"the steady-state peak happens in the {r.peak_modality} "
+             f"(module {r.steady_state_peak.module or '(top level)'})."]
+    return Section("Per modality", lines, ["modality", "params", "trainable", "param bytes", "gradients",
+                                           "optimizer state", "saved activations", "at peak"], rows)
+
+
 def ops(r: Result) -> Section:
     unknown = r.ops.get("unknown", {})
     lines = [f"{r.ops['count']:,} ATen ops recorded in {r.ops['graph_nodes']:,} graph nodes; "
@@ -105,4 +121,5 @@ def ops(r: Result) -> Section:
 
 def build(r: Result, depth: int) -> list[Section]:
     p = r.steady_state_peak
-    return [summary(r), breakdown(p), top_tensors(p), modules(r, depth), ops(r)]
+    sections = [summary(r), breakdown(p), top_tensors(p), modalities(r), modules(r, depth), ops(r)]
+    return [s for s in sections if s is not None]

@@ -6,11 +6,18 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import MemgraphError
 
-PRECISIONS = ("fp32",)
+# fp32: float32 everywhere. fp16-mixed: torch.autocast(float16) + GradScaler, float32 weights.
+# bf16-mixed: torch.autocast(bfloat16), float32 weights, no scaler. bf16: bfloat16 weights, gradients,
+# optimizer state and floating inputs, no autocast.
+PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16")
+MIXED_PRECISIONS = ("fp16-mixed", "bf16-mixed")
+BF16_PRECISIONS = ("bf16-mixed", "bf16")
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
-ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
+# flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
+# memgraph/trace/run.py), on the cuda target only.
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
 MIN_ITERATIONS = 2  # iteration 1 creates the optimizer state; the steady state starts at 2
 
 
@@ -20,7 +27,7 @@ class TrainingOptions:
 
     batch_size: int = 1
     seq_len: int | None = None
-    image_size: int | None = None
+    image_size: int | tuple[int, int] | None = None  # N (square) or (H, W)
     audio_seconds: float | None = None
     target_len: int | None = None
     precision: str = "fp32"
@@ -35,13 +42,22 @@ class TrainingOptions:
     inputs: tuple[str, ...] = field(default=())  # --input specs for callable models
     gpu: str = "h100-80gb"  # catalog key of the target GPU (memgraph/gpu/catalog.py); used by the cuda target
     allocator_conf: str = ""  # PYTORCH_CUDA_ALLOC_CONF for the cuda target, e.g. "expandable_segments:True"
+    images: int | None = None  # images per sample for image-text models (default: the model's)
 
     def __post_init__(self):
         _positive("batch size", self.batch_size, "--batch-size")
+        if isinstance(self.image_size, (list, tuple)):  # (H, W); a list when read back from JSON
+            if len(self.image_size) != 2:
+                raise MemgraphError(f"image size {self.image_size!r} is not N or HxW: pass --image-size 448 or 448x672")
+            for v in self.image_size:
+                _positive("image size", v, "--image-size")
+            object.__setattr__(self, "image_size", tuple(self.image_size))
+        elif self.image_size is not None:
+            _positive("image size", self.image_size, "--image-size")
         for label, value, flag in (
             ("sequence length", self.seq_len, "--seq-len"),
-            ("image size", self.image_size, "--image-size"),
             ("target length", self.target_len, "--target-len"),
+            ("images per sample", self.images, "--images"),
         ):
             if value is not None:
                 _positive(label, value, flag)
@@ -66,15 +82,33 @@ class TrainingOptions:
                 raise MemgraphError(f"--allocator-conf {self.allocator_conf!r}: {e}") from None
 
         try:
-            object.__setattr__(self, "gpu", get_gpu(self.gpu).key)
+            gpu = get_gpu(self.gpu)
         except KeyError as e:
             raise MemgraphError(f"{e.args[0]}: pass --gpu with a name from 'memgraph gpus'") from None
+        object.__setattr__(self, "gpu", gpu.key)
+        _precision_supported(self.precision, self.target, gpu)
+        if self.attn_implementation == "flash_attention_2" and self.target != "cuda":
+            raise MemgraphError("--attn flash_attention_2 needs a GPU: use --target cuda, or --attn sdpa on the cpu target")
 
     def to_dict(self) -> dict:
         d = asdict(self)
         for k in ("freeze", "train", "inputs"):
             d[k] = list(d[k])
         return d
+
+
+def _precision_supported(precision: str, target: str, gpu) -> None:
+    if precision in MIXED_PRECISIONS and target != "cuda":
+        raise MemgraphError(
+            f"--precision {precision} is modelled for the cuda target only (CPU autocast has its own op policy, "
+            "not modelled): use --target cuda, or --precision fp32/bf16 on the cpu target"
+        )
+    if precision in BF16_PRECISIONS and target == "cuda" and not gpu.bf16_supported:
+        cc = ".".join(map(str, gpu.compute_capability))
+        raise MemgraphError(
+            f"--precision {precision} needs native bfloat16 (compute capability >= 8.0) but {gpu.name} is {cc}: "
+            "use --precision fp16-mixed or fp32, or pick a newer --gpu"
+        )
 
 
 def _positive(label: str, value, flag: str) -> None:

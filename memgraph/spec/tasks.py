@@ -13,6 +13,7 @@ import torch
 
 from ..errors import MemgraphError
 from .inputs import InputSpec
+from .multimodal import image_text_to_text
 from .options import TrainingOptions
 
 LONG = torch.int64
@@ -50,8 +51,13 @@ def _seq(cfg, opts: TrainingOptions, defaults: dict) -> int:
 
 def _image(cfg, opts: TrainingOptions, defaults: dict) -> int:
     vision = getattr(cfg, "vision_config", cfg)
-    return _need(opts.image_size or defaults.get("image_size") or getattr(vision, "image_size", None),
+    size = _need(opts.image_size or defaults.get("image_size") or getattr(vision, "image_size", None),
                  "image size", "--image-size")
+    if isinstance(size, tuple):  # --image-size HxW
+        if size[0] != size[1]:
+            raise MemgraphError(f"this model takes square images, got --image-size {size[0]}x{size[1]}: pass --image-size N")
+        size = size[0]
+    return size
 
 
 def _pixels(cfg, opts, defaults, dtype) -> InputSpec:
@@ -107,6 +113,7 @@ TASKS: dict[str, Callable] = {
     "image-classification": image_classification,
     "contrastive": contrastive,
     "speech-seq2seq": speech_seq2seq,
+    "image-text-to-text": image_text_to_text,  # LLaVA, Qwen2-VL (multimodal.py)
 }
 
 # Transformers class-name endings -> task, for config.json files without a zoo entry.
@@ -118,6 +125,7 @@ _CLASS_TASKS = {
     "T5ForConditionalGeneration": "seq2seq-lm", "BartForConditionalGeneration": "seq2seq-lm",
     "MT5ForConditionalGeneration": "seq2seq-lm", "WhisperForConditionalGeneration": "speech-seq2seq",
     "CLIPModel": "contrastive", "SiglipModel": "contrastive",
+    "LlavaForConditionalGeneration": "image-text-to-text", "Qwen2VLForConditionalGeneration": "image-text-to-text",
 }
 
 

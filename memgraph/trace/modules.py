@@ -3,14 +3,63 @@
 Forward attribution uses global module hooks; backward attribution uses PyTorch's
 ``ModTracker`` (gradient hooks on module inputs and outputs). The innermost active module
 is the one entered most recently that is still active.
+
+ModTracker learns that a module's backward is done from ``register_multi_grad_hook(inputs,
+mode="all")``, whose hook closure holds the inputs' ``grad_fn`` nodes while the hook itself is
+stored on those nodes: a reference cycle through C++ that Python's collector cannot break.
+For a branch that backward never runs (LLaVA computes the vision tower's last layer and uses
+layer -2) the cycle keeps the branch's saved activations alive for the rest of the run, which
+a plain training loop frees right after forward (measured: +4.8% peak on a tiny LLaVA, growing
+every iteration). The tracker here ends a module's backward at the first gradient that reaches
+one of its inputs, from a hook that references no autograd node.
 """
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch.distributed._tools.mod_tracker import ModTracker
+from torch.utils._pytree import tree_flatten
 
 ROOT = ""  # module path of the model itself (state_dict-style paths are relative to it)
+
+
+def _after_first_grad(tensors: list[torch.Tensor], fn) -> None:
+    """Call ``fn()`` when the first gradient w.r.t. one of ``tensors`` is computed (once per backward).
+
+    The hook references no autograd node, so it cannot keep a graph that never runs alive.
+    """
+    done: set[int] = set()  # graph tasks in which fn already ran
+
+    def hook(_grad):
+        task = torch._C._current_graph_task_id()
+        if task not in done:
+            done.clear()  # one backward at a time: forget earlier graph tasks
+            done.add(task)
+            fn()
+
+    for t in tensors:
+        t.register_hook(hook)
+
+
+class _Tracker(ModTracker):
+    """ModTracker whose end-of-module-backward hook references no autograd node (no cycle, no leak)."""
+
+    def _fw_pre_hook(self, mod, input):
+        if torch._dynamo.eval_frame._is_in_optimized_module():
+            return
+        name = self._get_mod_name(mod)
+        w_mod = weakref.ref(mod)
+        self._get_append_fn(w_mod, name, False)()
+        if self._user_pre_fw_hook is not None:
+            self._user_pre_fw_hook(mod, input)
+        tensors = [a for a in tree_flatten(input)[0] if isinstance(a, torch.Tensor) and a.requires_grad]
+        if not self.is_bw:
+            if tensors:
+                _after_first_grad(tensors, self._get_pop_fn(w_mod, name, True))
+            else:
+                self._post_bw_callbacks_to_enqueue.append(self._get_pop_fn(w_mod, name, True))
 
 
 class ModuleStack:
@@ -18,7 +67,7 @@ class ModuleStack:
 
     def __init__(self, model: torch.nn.Module):
         self._paths = {id(m): name for name, m in model.named_modules()}
-        self._tracker = ModTracker()
+        self._tracker = _Tracker()
         self._active: list[str] = []
 
     def _push(self, module, *_):

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from ..errors import MemgraphError, TraceError
 from ..ops.registry import workspace_bytes
+from ..precision.emulate import AutocastStats, autocast_factory, checkpoint_context_fn, emulation_region
+from ..precision.scaler import make_scaler
 from ..spec.optimizers import make_optimizer, resolve_impl
 from ..spec.options import TrainingOptions
 from ..spec.source import ModelSpec
 from ..spec.tasks import loss_from_outputs
 from ..spec.trainable import apply_trainable
+from .fused import fused_on_meta
+from .attention import KernelStats, kernel_factory
 from .modules import ModuleStack
 from .recorder import Recorder
 from .step import train_iteration
+from .values import ShadowValues
 
-PRECISION_DTYPE = {"fp32": torch.float32}
+# dtype of the parameters (and so of gradients and optimizer state) and of floating inputs
+PRECISION_DTYPE = {"fp32": torch.float32, "fp16-mixed": torch.float32, "bf16-mixed": torch.float32,
+                   "bf16": torch.bfloat16}
+# dtype of torch.autocast("cuda", dtype=...) for the mixed precisions
+AUTOCAST_DTYPE = {"fp16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}
 
 
 @dataclass
@@ -34,14 +44,26 @@ class Trace:
     seconds: float
     trainable_sids: set[int]
     notes: list[str] = field(default_factory=list)
+    modalities: dict[str, str] = field(default_factory=dict)  # module path -> modality group (analysis/modality.py)
 
 
 def build_model(spec: ModelSpec, opts: TrainingOptions, device: str) -> torch.nn.Module:
-    """Build ``spec`` on ``device`` in training mode with the requested parameters trainable."""
+    """Build ``spec`` on ``device`` in training mode with the requested parameters trainable.
+
+    On ``meta``, ``flash_attention_2`` is built as ``sdpa`` and the trace forces PyTorch's flash SDPA
+    kernel (the flash-attn package is not needed, and cannot run on meta): PyTorch's flash backend is
+    the FlashAttention-2 kernel, and it saves the same tensors for backward (q, k, v, output, float32
+    logsumexp, RNG state), GQA included; transformers takes the same path up to the kernel for
+    mask-less batches (memgraph's batches carry no attention mask).
+    """
     dtype = PRECISION_DTYPE[opts.precision]
+    meta = torch.device(device).type == "meta"
+    build_opts = opts
+    if meta and opts.attn_implementation == "flash_attention_2":
+        build_opts = replace(opts, attn_implementation="sdpa")
     try:
         with torch.device(device):
-            model = spec.build(opts, dtype)
+            model = spec.build(build_opts, dtype)
     except MemgraphError:
         raise
     except Exception as e:
@@ -53,7 +75,10 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str) -> torch.nn
     if opts.gradient_checkpointing:
         if not getattr(model, "supports_gradient_checkpointing", False):
             raise MemgraphError(f"{spec.name} does not support gradient checkpointing: drop --gradient-checkpointing")
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        if meta:  # the recompute in backward re-enters the emulated autocast / kernel regions
+            kwargs["context_fn"] = checkpoint_context_fn
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     return model
 
 
@@ -64,9 +89,15 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     model = build_model(spec, opts, device)
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     batch = batch_spec.make(device)
+    shadows = ShadowValues()  # real values of the small integer inputs (token layout, grid sizes)
+    # Also with gradient checkpointing: transformers then checks position ids (an arange) for packed
+    # sequences with .all().item() (masking_utils.find_packed_sequence_indices), which needs values.
+    has_values = shadows.attach_batch(batch_spec, batch)
+    values = shadows if has_values or opts.gradient_checkpointing else contextlib.nullcontext()
     impl = resolve_impl(opts.optimizer_impl, opts.target)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = make_optimizer(opts.optimizer, trainable, impl)
+    with fused_on_meta():
+        optimizer = make_optimizer(opts.optimizer, trainable, impl)
 
     modules = ModuleStack(model)
     rec = Recorder(module_of=lambda: modules.current, device_type=device,
@@ -86,14 +117,21 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         if phase == "backward":
             modules.reset()
 
+    forward_context, kernel_stats, autocast_stats = _forward_emulation(opts, device)
+    scaler = make_scaler(opts.precision, device)
+
     rec.enter(0, "setup")
     bounds = []
-    with modules, rec, torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):
+    with fused_on_meta(), modules, values, rec, torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.events)
-            train_iteration(model, batch, loss_from_outputs, optimizer, set_phase)
+            train_iteration(model, batch, loss_from_outputs, optimizer, set_phase, autocast=forward_context,
+                            scaler=scaler)
             _mark_optimizer_state(rec, optimizer, owners)
+            if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
+                for t in (scaler._scale, scaler._growth_tracker):
+                    rec.mark_role(t, "optimizer_state")
             bounds.append((first, len(rec.events)))
     rec.close()
     params = list(model.parameters())
@@ -102,8 +140,62 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         parameter_count=sum(p.numel() for p in params),
         trainable_parameter_count=sum(p.numel() for p in params if p.requires_grad),
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
-        seconds=time.perf_counter() - start, trainable_sids=trainable_sids,
+        seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=_modalities(model),
+        notes=_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows),
     )
+
+
+def _forward_emulation(opts: TrainingOptions, device: str):
+    """The context forward + loss run in on ``device`` (meta): the target's attention/dropout kernels
+    (:mod:`memgraph.trace.attention`) and, for the mixed precisions, emulated CUDA autocast
+    (:mod:`memgraph.precision.emulate`), in that order: autocast lies on top, so it casts first and
+    the kernel choice sees the cast q/k/v, as on a GPU (the SDPA autocast kernel runs before the
+    backend choice)."""
+    cc, where = None, "cpu"
+    if opts.target == "cuda":
+        from ..gpu.catalog import get_gpu
+
+        cc = get_gpu(opts.gpu).compute_capability
+        where = f"sm{cc[0]}{cc[1]}"
+    kernel_stats = KernelStats(opts.target, where)
+    force = "flash" if opts.attn_implementation == "flash_attention_2" else None
+    factories = [kernel_factory(opts.target, cc, kernel_stats, device, force=force)]
+    autocast_stats = None
+    if opts.precision in AUTOCAST_DTYPE:
+        autocast_stats = AutocastStats(AUTOCAST_DTYPE[opts.precision])
+        factories.append(autocast_factory(autocast_stats, device))
+    return (lambda: emulation_region(*factories)), kernel_stats, autocast_stats
+
+
+def _emulation_notes(opts: TrainingOptions, kernel_stats: KernelStats, autocast_stats, scaler) -> list[str]:
+    """What the trace emulated of the target (Trace.notes)."""
+    notes = []
+    if opts.attn_implementation == "flash_attention_2":
+        notes.append("flash_attention_2: traced as transformers' sdpa path with PyTorch's flash SDPA kernel forced "
+                     "(the same FlashAttention-2 kernel; same tensors saved for backward)")
+    notes += kernel_stats.describe(opts.iterations)
+    if autocast_stats is not None:
+        notes.append(autocast_stats.describe())
+    if scaler is not None:
+        notes.append("GradScaler: torch.amp.GradScaler run on meta (scale tensors, scaled loss, in-place unscale of "
+                     "the gradients via _amp_foreach_non_finite_check_and_unscale_, found_inf per device); "
+                     "gradients assumed finite, so every step runs")
+    if opts.precision == "bf16":
+        notes.append("bf16: parameters, gradients, optimizer state and floating inputs in bfloat16, no autocast")
+    return notes
+
+
+def _shadow_notes(shadows: ShadowValues) -> list[str]:
+    if not shadows.answered:
+        return []
+    return [f"input values: {shadows.answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
+            "indexing, ...) answered from the known values of the integer inputs (trace/values.py)"]
+
+
+def _modalities(model: torch.nn.Module) -> dict[str, str]:
+    from ..analysis.modality import module_modalities
+
+    return module_modalities(model)
 
 
 def _runtime_hook(opts: TrainingOptions):
@@ -141,7 +233,11 @@ def _register_existing(rec: Recorder, model: torch.nn.Module, batch: tuple[tuple
 def _pack(rec: Recorder):
     def pack(t):
         rec.mark_saved(t)
-        return t
+        # Keep an alias without grad_fn, as autograd's own SavedVariable does: a saved *output*
+        # kept with its grad_fn makes node -> saved tensor -> grad_fn -> node, a cycle through C++
+        # that is never collected, so a branch backward never runs (LLaVA's unused last vision
+        # layer) would keep its activations alive where a plain loop frees them after forward.
+        return t.detach() if t.grad_fn is not None else t
 
     return pack
 

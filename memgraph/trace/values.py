@@ -1,0 +1,406 @@
+"""Real values for the small integer tensors of a meta-device run ("shadows").
+
+A training step on ``meta`` has shapes but no values. That is enough for the floating-point
+work, but multimodal forward code reads its integer inputs: LLaVA counts the image tokens in
+``input_ids`` (``.sum()`` then ``bool(...)``), Qwen2-VL walks ``input_ids``, ``mm_token_type_ids``
+and ``image_grid_thw`` with ``.tolist()``, ``.item()`` and boolean indexing, and its vision
+tower splits attention by ``cu_seqlens``. On meta all of these end in ops that have no meta
+kernel (``aten._local_scalar_dense``, ``aten.nonzero``, ``aten.masked_select``, ...).
+
+:class:`ShadowValues` keeps, next to such a meta tensor, a *shadow*: a real CPU tensor with its
+values. It is a ``TorchDispatchMode`` placed *below* the :class:`~memgraph.trace.recorder.Recorder`
+(entered before it), so the recorder sees every op once, with the outputs this mode returns,
+and never sees the CPU work done on shadows.
+
+How values flow:
+
+* **Seeds.** Inputs made with known values get a shadow (:meth:`ShadowValues.attach_batch`:
+  any input spec with a ``value()`` method, e.g. token ids with the image tokens placed, masks,
+  ``image_grid_thw``). Integer/bool factory ops (``arange``, ``zeros``, ``full``, ...) and copies
+  of real CPU tensors to meta get one too, and so does ``torch.tensor(data, device="meta")``
+  (which never reaches the dispatcher: a companion ``TorchFunctionMode`` handles it).
+* **Propagation.** An op whose meta tensor inputs all have shadows runs on the meta tensors
+  (as before, for the recorder) *and* on their shadows; each meta output gets the matching CPU
+  output as its shadow. Views get views of the shadow and in-place ops update the shadow in
+  place, so aliases stay consistent. Outputs whose storage exceeds ``max_elements`` get none.
+  An op that writes into a shadowed tensor from a value without a shadow (e.g. a float result
+  copied in) drops the shadows of every tensor on that storage: a shadow is never stale.
+* **Answers.** Ops whose output shape or Python result depends on values are answered from
+  the shadows instead of the meta kernel: ``.item()`` (``_local_scalar_dense``), ``.tolist()`` /
+  ``.cpu()`` (``_to_copy`` off meta), ``nonzero``, ``masked_select``, ``repeat_interleave`` with
+  tensor repeats, the ``unique`` family, ``bincount``, ``equal``, and ``index``/``index_put``
+  with boolean masks (turned into the long indices they stand for). The result is a meta tensor
+  of the right shape (plus its shadow) or the Python value.
+
+Floating-point tensors derived from parameters or from float inputs never get shadows, so
+the model's real work stays on meta. When a value-dependent op meets a meta tensor without a
+shadow, the meta kernel's error propagates and the recorder reports the op and the module.
+
+Limits: values exist only for what the seeds determine (random token ids in text-only runs are
+never shadowed: text-only traces do not enter this mode at all); integer tensors computed from
+floats (``argmax`` of logits, top-k routing of mixture-of-experts) have no shadow, so data
+dependence on them still fails; ``torch.tensor`` of non-shadowed meta data stays valueless;
+integer buffers made at build time (the model is built outside this mode) have no shadow.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_map
+from torch.utils.weak import WeakIdKeyDictionary
+
+aten = torch.ops.aten
+
+DEFAULT_MAX_ELEMENTS = 1 << 20  # shadows for storages of at most this many elements
+
+# Ops whose output shape (or Python result) depends on values: answered from the shadows.
+_FROM_VALUES = {
+    aten.nonzero, aten.masked_select, aten._unique, aten._unique2, aten.unique_dim,
+    aten.unique_consecutive, aten.unique_dim_consecutive, aten.bincount, aten.equal,
+}
+
+
+# Uninitialised results have no values to know; a later full overwrite (fill_, zero_, copy_,
+# out=) gives them some.
+_UNINITIALISED = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
+_OVERWRITE = {aten.fill_, aten.zero_, aten.copy_}
+
+
+class _Missing(Exception):
+    """A meta tensor that has no shadow."""
+
+
+def _is_meta(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == "meta"
+
+
+def _storage_elements(t: torch.Tensor) -> int:
+    return t.untyped_storage().nbytes() // max(t.element_size(), 1)
+
+
+def _cpu_device(x):
+    if isinstance(x, torch.device) and x.type == "meta":
+        return torch.device("cpu")
+    return x
+
+
+class ShadowValues(TorchDispatchMode):
+    """Dispatch mode that keeps real CPU values (shadows) for small integer meta tensors.
+
+    Use :meth:`attach` / :meth:`attach_batch` to seed values, then run the step inside
+    ``with shadows:`` (entered before the recorder, so the recorder sits on top of it).
+    """
+
+    def __init__(self, max_elements: int = DEFAULT_MAX_ELEMENTS):
+        super().__init__()
+        self.max_elements = max_elements
+        self._values = WeakIdKeyDictionary()  # meta tensor -> CPU tensor with its values
+        self._written: dict = {}  # op -> indices/names of the arguments it writes
+        self._stack: ExitStack | None = None
+        self.answered = 0  # value-dependent ops answered from shadows (for tests and notes)
+
+    # -- seeds ------------------------------------------------------------------------------
+    def attach(self, t: torch.Tensor, value: torch.Tensor) -> None:
+        """Give meta tensor ``t`` the values ``value`` (same shape; copied to the CPU)."""
+        if not _is_meta(t):
+            raise ValueError("shadows are for meta tensors")
+        if tuple(value.shape) != tuple(t.shape):
+            raise ValueError(f"shadow shape {tuple(value.shape)} != tensor shape {tuple(t.shape)}")
+        self._values[t] = value.detach().to("cpu", t.dtype)
+
+    def attach_batch(self, batch_spec, batch: tuple[tuple, dict]) -> int:
+        """Attach the known values of a made batch (specs with a ``value()`` method); returns how many."""
+        args, kwargs = batch
+        if getattr(batch_spec, "positional", False):
+            tensors = list(args)
+        else:
+            tensors = [kwargs.get(s.name) for s in batch_spec.inputs]
+        n = 0
+        for spec, t in zip(batch_spec.inputs, tensors):
+            value = getattr(spec, "value", None)
+            if callable(value) and _is_meta(t):
+                self.attach(t, value())
+                n += 1
+        return n
+
+    def value(self, t: torch.Tensor) -> torch.Tensor | None:
+        """The shadow of meta tensor ``t`` (None when it has none)."""
+        return self._values.get(t) if _is_meta(t) else None
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    # -- entering: the dispatch mode plus the torch.tensor(...) companion ---------------------
+    def __enter__(self):
+        self._stack = ExitStack()
+        self._stack.enter_context(_TensorFromData(self))
+        try:
+            return super().__enter__()
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            stack, self._stack = self._stack, None
+            if stack is not None:
+                stack.close()
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        packet = func.overloadpacket
+        if packet is aten._local_scalar_dense:
+            v = self.value(args[0])
+            if v is None:
+                return func(*args, **kwargs)  # the meta kernel's error, reported by the recorder
+            self.answered += 1
+            return v.item()
+        if packet is aten._to_copy and _is_meta(args[0]) and not _is_meta_target(kwargs):
+            return self._off_meta(func, args, kwargs)
+        if packet is aten.copy_ and not _is_meta(args[0]) and _is_meta(args[1]):
+            return self._off_meta(func, args, kwargs)
+        if packet in _FROM_VALUES:
+            return self._from_values(func, args, kwargs)
+        if packet is aten.repeat_interleave and func is aten.repeat_interleave.Tensor \
+                and kwargs.get("output_size") is None:
+            return self._from_values(func, args, kwargs)
+        if packet in (aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_):
+            args = self._long_indices(args)
+        out = func(*args, **kwargs)
+        if packet in _UNINITIALISED:
+            return out
+        if self._values or _makes_values(func, args, kwargs, out):
+            self._propagate(func, args, kwargs, out)
+        return out
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _cpu(self, x):
+        """``x`` with meta tensors replaced by their shadows (raises _Missing) and meta devices by cpu."""
+        def one(a):
+            if _is_meta(a):
+                v = self._values.get(a)
+                if v is None:
+                    raise _Missing
+                return v
+            return _cpu_device(a)
+
+        return tree_map(one, x)
+
+    def _run_cpu(self, func, args, kwargs):
+        with _disable_current_modes():
+            return func(*args, **kwargs)
+
+    def _off_meta(self, func, args, kwargs):
+        """``.cpu()`` / ``.tolist()`` of a meta tensor: a real tensor made from its shadow."""
+        try:
+            cargs, ckwargs = self._cpu((args, kwargs))
+        except _Missing:
+            return func(*args, **kwargs)  # "Cannot copy out of meta tensor", reported by the recorder
+        self.answered += 1
+        return self._run_cpu(func, cargs, ckwargs)
+
+    def _meta_like(self, r):
+        """A meta tensor shaped like CPU tensor ``r``, with ``r`` as its shadow when small."""
+        with _disable_current_modes():
+            m = torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device="meta")
+        if r.numel() <= self.max_elements:
+            self._values[m] = r
+        return m
+
+    def _from_values(self, func, args, kwargs):
+        """A value-dependent op: run on the shadows, return meta tensors of the result's shape."""
+        try:
+            cargs, ckwargs = self._cpu((args, kwargs))
+        except _Missing:
+            if func.overloadpacket is aten.masked_select:
+                return self._masked_select_shape(func, args, kwargs)
+            return func(*args, **kwargs)  # the meta kernel's data-dependence error
+        self.answered += 1
+        r = self._run_cpu(func, cargs, ckwargs)
+        return tree_map(lambda x: self._meta_like(x) if isinstance(x, torch.Tensor) else x, r)
+
+    def _masked_select_shape(self, func, args, kwargs):
+        """``x.masked_select(mask)`` with a shadowed mask and a valueless ``x``: only the count is needed."""
+        x, mask = args[0], args[1] if len(args) > 1 else kwargs["mask"]
+        m = self.value(mask) if _is_meta(mask) else mask
+        if m is None:
+            return func(*args, **kwargs)
+        shape = torch.broadcast_shapes(x.shape, mask.shape)
+        count = int(m.expand(shape).sum()) if m.shape != shape else int(m.sum())
+        self.answered += 1
+        with _disable_current_modes():
+            return torch.empty((count,), dtype=x.dtype, device="meta")
+
+    def _long_indices(self, args):
+        """Replace shadowed boolean index masks by the long indices they select (what CUDA does too)."""
+        indices = args[1]
+        if not any(_is_meta(i) and i.dtype in (torch.bool, torch.uint8) for i in indices if i is not None):
+            return args
+        new = []
+        for i in indices:
+            if _is_meta(i) and i.dtype in (torch.bool, torch.uint8):
+                v = self._values.get(i)
+                if v is None:
+                    return args  # let the meta kernel fail (or cope) as before
+                self.answered += 1
+                for col in v.nonzero().unbind(1):
+                    new.append(self._meta_like(col.contiguous()))
+            else:
+                new.append(i)
+        return (args[0], new, *args[2:])
+
+    def _written_args(self, func, args, kwargs) -> list[torch.Tensor]:
+        spec = self._written.get(func)
+        if spec is None:
+            spec = [(i, a.name) for i, a in enumerate(func._schema.arguments)
+                    if a.alias_info is not None and a.alias_info.is_write]
+            self._written[func] = spec
+        out = []
+        for i, name in spec:
+            v = args[i] if i < len(args) else kwargs.get(name)
+            out.extend(t for t in _flat(v) if _is_meta(t))
+        return out
+
+    def _forget(self, t: torch.Tensor) -> None:
+        """Drop the shadows of every tensor that shares ``t``'s storage (their values are unknown now)."""
+        key = t.untyped_storage()._cdata
+        for other in list(self._values.keys()):
+            if other.untyped_storage()._cdata == key:
+                del self._values[other]
+
+    def _fresh_targets(self, func, args, kwargs, written) -> list[torch.Tensor]:
+        """Valueless tensors that ``func`` overwrites completely get a blank shadow to be written into."""
+        if not written or (func.overloadpacket not in _OVERWRITE and "out" not in kwargs):
+            return []
+        fresh = []
+        for t in written:
+            if t in self._values:
+                continue
+            key = t.untyped_storage()._cdata
+            whole = t.is_contiguous() and t.storage_offset() == 0 and _storage_elements(t) == t.numel()
+            if not whole or any(o.untyped_storage()._cdata == key for o in list(self._values.keys())):
+                continue
+            with _disable_current_modes():
+                self._values[t] = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+            fresh.append(t)
+        return fresh
+
+    def _propagate(self, func, args, kwargs, out) -> None:
+        values = self._values
+        meta_in = _meta_tensors(args, kwargs)
+        if not meta_in and not _makes_values(func, args, kwargs, out):
+            return  # a floating-point factory op: no values wanted
+        written = self._written_args(func, args, kwargs) if func._schema.is_mutable else []
+        if meta_in and any(t not in values for t in meta_in):  # the usual case: valueless float work
+            fresh = self._fresh_targets(func, args, kwargs, written) if written else []
+            if not fresh or any(t not in values for t in meta_in):
+                self._give_up(fresh, written)
+                return
+        else:
+            fresh = []
+        flat_out = [t for t in _flat(out) if _is_meta(t)]
+        if not flat_out:
+            return
+        if any(_storage_elements(t) > self.max_elements for t in flat_out):
+            self._give_up(fresh, written)
+            return
+        try:
+            cargs, ckwargs = self._cpu((args, kwargs))
+            r = self._run_cpu(func, cargs, ckwargs)
+        except Exception:  # _Missing, or e.g. an index into garbage: no value, nothing stale
+            self._give_up(fresh, written)
+            return
+        metas, cpus = _flat(out), _flat(r)
+        if len(metas) != len(cpus):
+            return
+        for m, c in zip(metas, cpus):
+            if _is_meta(m) and isinstance(c, torch.Tensor) and tuple(c.shape) == tuple(m.shape):
+                values[m] = c
+
+    def _give_up(self, fresh, written) -> None:
+        """The op ran on meta only: blank shadows go, and what it wrote has no known value any more."""
+        for t in fresh:
+            self._values.pop(t, None)
+        for t in written:
+            if t in self._values:
+                self._forget(t)
+
+
+def _flat(x) -> list:
+    """Leaves of an op's arguments or result: tensors, lists/tuples of tensors, scalars."""
+    if isinstance(x, (list, tuple)):
+        out = []
+        for a in x:
+            out.extend(_flat(a)) if isinstance(a, (list, tuple)) else out.append(a)
+        return out
+    return [x]
+
+
+def _meta_tensors(args, kwargs) -> list[torch.Tensor]:
+    out = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            if a.is_meta:
+                out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(b for b in a if isinstance(b, torch.Tensor) and b.is_meta)
+    return out
+
+
+def _is_meta_target(kwargs) -> bool:
+    device = kwargs.get("device")
+    return device is None or torch.device(device).type == "meta"
+
+
+def _makes_values(func, args, kwargs, out) -> bool:
+    """Factory ops with integer/bool results, and copies of real CPU tensors onto meta."""
+    flat_in = [a for a in _flat((*args, *kwargs.values())) if isinstance(a, torch.Tensor)]
+    if any(_is_meta(a) for a in flat_in):
+        return False
+    if flat_in:  # real tensors only: their values are known
+        return True
+    return any(_is_meta(t) and not t.dtype.is_floating_point and not t.dtype.is_complex for t in _flat(out))
+
+
+class _TensorFromData(TorchFunctionMode):
+    """``torch.tensor(data, device="meta")`` / ``torch.as_tensor``: shadow the result with the data."""
+
+    def __init__(self, shadows: ShadowValues):
+        super().__init__()
+        self.shadows = shadows
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not torch.tensor and func is not torch.as_tensor:
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if not _is_meta(out) or out.numel() > self.shadows.max_elements or not args:
+            return out
+        data = args[0]
+        if isinstance(data, torch.Tensor) and _is_meta(data):
+            return out  # as_tensor of a meta tensor: an op the dispatcher saw (or the same tensor)
+        if out in self.shadows._values:
+            return out
+        try:
+            cdata = self.shadows._cpu(data)
+        except _Missing:
+            return out
+        with _disable_current_modes():
+            try:
+                ref = torch.tensor(cdata, dtype=out.dtype, device="cpu") if not isinstance(cdata, torch.Tensor) \
+                    else cdata.to("cpu", out.dtype)
+            except Exception:
+                return out
+        if tuple(ref.shape) == tuple(out.shape):
+            self.shadows._values[out] = ref
+        return out
+
+
+__all__ = ["ShadowValues", "DEFAULT_MAX_ELEMENTS"]
