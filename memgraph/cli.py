@@ -12,6 +12,7 @@ from pathlib import Path
 from .errors import MemgraphError
 from .report.render import FORMATS
 from .spec.options import ATTN_IMPLEMENTATIONS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, TARGETS, TrainingOptions
+from .spec.stages import STAGES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -71,6 +72,9 @@ def _training_args(p: argparse.ArgumentParser) -> None:
                    help="freeze parameters whose name matches (shell pattern, repeatable)")
     g.add_argument("--train", action="append", default=[], metavar="PATTERN",
                    help="train only parameters whose name matches (repeatable)")
+    g.add_argument("--stage", choices=STAGES,
+                   help="vision-language training stage: 1 trains the projector, 2 the projector and language "
+                        "model, full everything (--train/--freeze then narrow it)")
     g.add_argument("--attn", dest="attn_implementation", choices=ATTN_IMPLEMENTATIONS, default="eager",
                    help="transformers attn_implementation (default eager)")
     g.add_argument("--gradient-checkpointing", action="store_true")
@@ -90,7 +94,7 @@ def _options(a: argparse.Namespace, target: str) -> TrainingOptions:
         target_len=a.target_len, precision=a.precision, optimizer=a.optimizer, optimizer_impl=a.optimizer_impl,
         freeze=tuple(a.freeze), train=tuple(a.train), iterations=a.iterations, target=target,
         attn_implementation=a.attn_implementation, gradient_checkpointing=a.gradient_checkpointing,
-        inputs=tuple(a.inputs), gpu=a.gpu, allocator_conf=a.allocator_conf, images=a.images,
+        inputs=tuple(a.inputs), gpu=a.gpu, allocator_conf=a.allocator_conf, images=a.images, stage=a.stage,
     )
 
 

@@ -66,3 +66,24 @@ def test_sgd_momentum_steady_state_adds_one_buffer_per_parameter():
 def test_cpu_measurement_agrees_with_the_hand_computation():
     m = measure(MLP, device="cpu", inputs=(X,), optimizer="sgd", target="cpu")
     assert m["iterations"][1]["peak_allocated"] == SGD_PEAK
+
+
+def test_peak_of_each_phase_by_hand():
+    """SGD, cpu target: each phase's highest point, by hand.
+
+    forward: ReLU's output is made while the first Linear's output is still referenced by the Sequential
+    loop: params + input + h1 (512) + relu(h1) (512, saved for backward) = 4352.
+    backward: the step peak (SGD_PEAK). optimizer: plain SGD updates in place and allocates nothing, so its
+    peak is what it starts with: params + input + out + loss + both gradients = 6532 (the seed is gone);
+    zero_grad starts from the same bytes and only frees.
+    """
+    r = analyze(MLP, inputs=(X,), optimizer="sgd", target="cpu")
+    peaks = {p.phase: p for p in r.phase_peaks}
+    assert list(peaks) == ["forward", "backward", "optimizer", "zero_grad"]
+    assert peaks["forward"].bytes == PARAMS + INPUT + 2 * RELU_GRAD == 4352
+    assert peaks["forward"].by_category["activations"] == B * D1 * F32
+    assert (peaks["forward"].module, peaks["forward"].op) == ("1", "aten.relu.default")
+    assert peaks["backward"].bytes == SGD_PEAK
+    assert peaks["optimizer"].bytes == peaks["zero_grad"].bytes == PARAMS + INPUT + OUT + LOSS + W1 + W2 == 6532
+    assert peaks["optimizer"].module == "" and peaks["optimizer"].by_category["gradients"] == W1 + W2
+    assert all(sum(p.by_category.values()) == p.bytes for p in r.phase_peaks)

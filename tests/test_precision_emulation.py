@@ -14,6 +14,7 @@ from memgraph.spec.options import TrainingOptions
 from memgraph.spec.source import resolve
 from memgraph.trace.recorder import FREE, Recorder
 from memgraph.trace.run import trace_training
+from tests.conftest import CONFIGS
 
 BF16, F32 = 2, 4
 N, IN, OUT = 8, 32, 16  # the autocast linear layer: x[N, IN] @ W[OUT, IN]^T, no bias
@@ -190,3 +191,19 @@ def test_precision_validation():
         TrainingOptions(precision="bf16-mixed", gpu="v100-32gb")
     TrainingOptions(precision="fp16-mixed", gpu="v100-32gb")
     TrainingOptions(precision="bf16", target="cpu")
+
+
+def test_weight_cast_cache_is_its_own_category_in_a_model():
+    """tiny-llama bf16-mixed: the cache holds one bf16 copy of every trainable weight a matmul reads.
+
+    Linear weights per layer: q 64x64, k and v 64x32, o 64x64, gate/up/down 64x128 = 36,864; two layers
+    plus lm_head 1000x64 = 137,728 elements, 2 bytes each. Embedding lookup and RMSNorm's multiply are
+    not lower_precision_fp ops, so those weights are never cast. All copies are saved for backward by
+    the matmuls (for the input gradients), so at the steady-state peak (start of backward) all are alive.
+    """
+    r = analyze(str(CONFIGS / "tiny-llama.json"), batch_size=2, seq_len=64, precision="bf16-mixed", target="cuda")
+    assert r.steady_state_peak.phase == "backward"
+    assert r.steady_state_peak.by_category["autocast_cache"] == (2 * 36_864 + 64_000) * BF16
+    # fp32 has no cache
+    r32 = analyze(str(CONFIGS / "tiny-llama.json"), batch_size=2, seq_len=64, target="cuda")
+    assert r32.steady_state_peak.by_category.get("autocast_cache", 0) == 0

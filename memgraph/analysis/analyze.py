@@ -53,7 +53,39 @@ def analyze_trace(trace: Trace, model_name: str, options: dict, target: str, dep
         modalities=modality_rows(rec.storages, sizes, cats, alive_at_steady, trace.modalities, trace.trainable_sids,
                                  len(trace.iteration_bounds), _itemsize),
         peak_modality=trace.modalities.get(steady.module, SHARED),
+        phase_peaks=_phase_peaks(rec, live, sizes, cats, where, trace.iteration_bounds[-1]),
     )
+
+
+PHASE_TOP_TENSORS = 3
+
+
+def _phase_peaks(rec, live, sizes, cats, where: _Locator, bounds: tuple[int, int]) -> list[Peak]:
+    """The highest point of each phase (forward, backward, optimizer, ...) of the last iteration.
+
+    What is alive when a phase begins counts as the phase's own (a phase that allocates nothing, such
+    as plain SGD's in-place step, peaks at its start); such a peak names no module or op.
+    """
+    lo, hi = bounds
+    starts = [m[0] for m in rec.phase_marks] + [hi]
+    best: dict[str, tuple[int, bool]] = {}  # phase -> (event index, is the phase's start)
+    for (start, iteration, phase), end in zip(rec.phase_marks, starts[1:]):
+        if iteration == 0 or start < lo or start >= hi:
+            continue
+        candidates = [(start - 1, True)] if start > 0 else []
+        if start < end:
+            candidates.append((argmax_in(live, start, end), False))
+        i, at_start = max(candidates, key=lambda c: (live[c[0]], not c[1]))
+        if phase not in best or live[i] > live[best[phase][0]]:
+            best[phase] = (i, at_start)
+    peaks = []
+    for phase, (i, at_start) in best.items():
+        p = _peak(rec, live, sizes, cats, where, i)
+        p.top_tensors = p.top_tensors[:PHASE_TOP_TENSORS]
+        if at_start:
+            p.phase, p.module, p.op = phase, "", ""
+        peaks.append(p)
+    return peaks
 
 
 def _device(trace: Trace, options: dict) -> dict:

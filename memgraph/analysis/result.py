@@ -82,6 +82,7 @@ class Result:
     device: dict | None = None  # cuda target: reserved and device-total peaks, fit (analysis/device.py)
     modalities: list = field(default_factory=list)  # ModalityRow per modality group (analysis/modality_table.py)
     peak_modality: str = ""  # modality of the module running at the steady-state peak
+    phase_peaks: list = field(default_factory=list)  # Peak of each phase of the last iteration, in order
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -13,6 +13,7 @@ class Category(str, Enum):
     INPUT = "inputs"
     GRADIENT = "gradients"
     OPTIMIZER_STATE = "optimizer_state"
+    AUTOCAST_CACHE = "autocast_cache"  # autocast's low-precision copies of the weights (cached_cast)
     ACTIVATION = "activations"  # saved for backward by autograd
     TEMPORARY = "temporaries"  # everything else: outputs, intermediates, backward scratch
     WORKSPACE = "workspaces"  # kernel scratch buffers and library workspaces (cuBLAS), not tensors
@@ -35,6 +36,8 @@ def categorize(s: StorageRecord) -> Category:
         return Category.GRADIENT
     if s.role == "optimizer_state":
         return Category.OPTIMIZER_STATE
+    if s.role == "autocast_cache":  # before activations: autograd saves most of these copies
+        return Category.AUTOCAST_CACHE
     if s.saved_for_backward:
         return Category.ACTIVATION
     return Category.TEMPORARY

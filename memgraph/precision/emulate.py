@@ -229,6 +229,7 @@ class AutocastStats:
     cache_hits: int = 0
     cached: int = 0  # weight casts put in the cache
     regions: int = 0
+    on_cache: Callable[[torch.Tensor], None] | None = None  # told of every weight copy put in the cache
 
     def describe(self) -> str:
         name = str(self.dtype).removeprefix("torch.")
@@ -277,6 +278,8 @@ class AutocastMode(TransparentFunctionMode):
             state.cache[id(t)] = (weakref.ref(t), out)
             state.cached_ids.add(id(out))
             self.stats.cached += 1
+            if self.stats.on_cache is not None:
+                self.stats.on_cache(out)
         return out
 
     def _cast_all(self, args, kwargs, to, kind):

@@ -31,6 +31,7 @@ CATEGORY_COLORS = {
     "inputs": "#9aa5b1",
     "gradients": "#8e5cc2",
     "optimizer_state": "#d9822b",
+    "autocast_cache": "#e0b33a",
     "activations": "#2f9e6e",
     "temporaries": "#c9485b",
     "workspaces": "#17a2b8",
@@ -455,6 +456,14 @@ def _modalities(r: Result) -> str:
     return f"<section><h2>{_e(s.title)}</h2>{lines}{_table(s.headers, s.rows[:-1], set(range(1, 8)), s.rows[-1])}</section>"
 
 
+def _phase_peaks(r: Result) -> str:
+    s = sections.phase_peaks(r)
+    if s is None:
+        return ""
+    lines = "".join(f"<p>{_e(line)}</p>" for line in s.lines)
+    return f"<section><h2>{_e(s.title)}</h2>{lines}{_table(s.headers, s.rows, set(range(1, len(s.headers) - 2)))}</section>"
+
+
 def _static(r: Result) -> str:
     static = r.static or {}
     if not static:
@@ -500,7 +509,7 @@ def render_html(result: Result) -> str:
     """The whole report as one self-contained HTML document."""
     r = result
     body = "".join([_header(r), _peaks(r), _device(r), _timeline(r), _breakdown(r.steady_state_peak),
-                    _top_tensors(r.steady_state_peak), _modalities(r), _modules(r), _static(r), _ops(r), _notes(r),
+                    _top_tensors(r.steady_state_peak), _phase_peaks(r), _modalities(r), _modules(r), _static(r), _ops(r), _notes(r),
                     _versions(r)])
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'

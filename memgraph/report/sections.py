@@ -74,6 +74,22 @@ def breakdown(p: Peak) -> Section:
     return Section("Alive at the steady-state peak", lines, ["category", "size", "bytes", "share"], rows)
 
 
+def phase_peaks(r: Result) -> Section | None:
+    """Each phase's own peak: what the step peak becomes if another phase gets cheaper."""
+    if not r.phase_peaks:
+        return None
+    cats = [c for c in r.phase_peaks[0].by_category if any(p.by_category.get(c) for p in r.phase_peaks)]
+    rows = [[p.phase, human_bytes(p.bytes), *(human_bytes(p.by_category.get(c, 0)) for c in cats),
+             p.module or "(top level)"] for p in r.phase_peaks]
+    lines = [f"iteration {r.phase_peaks[0].iteration}: the highest point of each phase, what is alive there, "
+             "and the module running."]
+    return Section("Peak of each phase", lines, ["phase", "peak", *(SHORT.get(c, c) for c in cats), "module"], rows)
+
+
+SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "opt state",
+         "autocast_cache": "cast cache", "activations": "saved act.", "temporaries": "temps", "workspaces": "workspace"}
+
+
 def top_tensors(p: Peak) -> Section:
     rows = [[t.category, t.name, t.module or "-", f"{t.phase}/{t.iteration}", "x".join(map(str, t.shape)) or "scalar",
              t.dtype, human_bytes(t.bytes), "yes" if t.held_past_last_use else ""] for t in p.top_tensors]
@@ -102,8 +118,11 @@ def modalities(r: Result) -> Section | None:
     rows.append(["total", f"{sum(m.parameters for m in r.modalities):,}",
                  f"{sum(m.trainable_parameters for m in r.modalities):,}",
                  *(human_bytes(sum(getattr(m, k) for m in r.modalities)) for k in keys)])
-    lines = [f"the steady-state peak happens in the {r.peak_modality} "
-             f"(module {r.steady_state_peak.module or '(top level)'})."]
+    module = r.steady_state_peak.module or "(top level)"
+    holder = max(r.modalities, key=lambda m: m.peak_bytes)
+    share = holder.peak_bytes / max(r.steady_state_peak.bytes, 1)
+    lines = [f"the steady-state peak happens while {module} runs ({r.peak_modality}); the {holder.modality} "
+             f"holds most of it: {human_bytes(holder.peak_bytes)} ({share:.1%})."]
     return Section("Per modality", lines, ["modality", "params", "trainable", "param bytes", "gradients",
                                            "optimizer state", "saved activations", "at peak"], rows)
 
@@ -121,5 +140,5 @@ def ops(r: Result) -> Section:
 
 def build(r: Result, depth: int) -> list[Section]:
     p = r.steady_state_peak
-    sections = [summary(r), breakdown(p), top_tensors(p), modalities(r), modules(r, depth), ops(r)]
+    sections = [summary(r), breakdown(p), phase_peaks(r), top_tensors(p), modalities(r), modules(r, depth), ops(r)]
     return [s for s in sections if s is not None]

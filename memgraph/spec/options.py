@@ -43,6 +43,7 @@ class TrainingOptions:
     gpu: str = "h100-80gb"  # catalog key of the target GPU (memgraph/gpu/catalog.py); used by the cuda target
     allocator_conf: str = ""  # PYTORCH_CUDA_ALLOC_CONF for the cuda target, e.g. "expandable_segments:True"
     images: int | None = None  # images per sample for image-text models (default: the model's)
+    stage: str | None = None  # vision-language training stage "1", "2" or "full" (memgraph/spec/stages.py)
 
     def __post_init__(self):
         _positive("batch size", self.batch_size, "--batch-size")
@@ -71,6 +72,11 @@ class TrainingOptions:
         _choice("optimizer", self.optimizer, OPTIMIZERS, "--optimizer")
         _choice("optimizer implementation", self.optimizer_impl, OPTIMIZER_IMPLS, "--optimizer-impl")
         _choice("target", self.target, TARGETS, "--target")
+        if self.stage is not None:
+            from .stages import STAGES
+
+            object.__setattr__(self, "stage", str(self.stage))
+            _choice("stage", self.stage, STAGES, "--stage")
         _choice("attention implementation", self.attn_implementation, ATTN_IMPLEMENTATIONS, "--attn")
         from ..allocator.cuda_caching import AllocatorOptions
         from ..gpu.catalog import get_gpu

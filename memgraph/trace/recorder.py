@@ -48,7 +48,7 @@ class StorageRecord:
     free_event: int | None = None
     last_use_node: int = -1
     saved_for_backward: bool = False
-    role: str | None = None  # "gradient" | "optimizer_state" once known
+    role: str | None = None  # "gradient" | "optimizer_state" | "autocast_cache" once known
 
 
 @dataclass

@@ -16,6 +16,7 @@ from ..spec.optimizers import make_optimizer, resolve_impl
 from ..spec.options import TrainingOptions
 from ..spec.source import ModelSpec
 from ..spec.tasks import loss_from_outputs
+from ..spec.stages import apply_stage
 from ..spec.trainable import apply_trainable
 from .fused import fused_on_meta
 from .attention import KernelStats, kernel_factory
@@ -71,6 +72,7 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str) -> torch.nn
     if any(p.device.type != torch.device(device).type for p in model.parameters()):
         model = model.to(device)
     model.train()
+    apply_stage(model, opts.stage)
     apply_trainable(model, opts.train, opts.freeze)
     if opts.gradient_checkpointing:
         if not getattr(model, "supports_gradient_checkpointing", False):
@@ -118,6 +120,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
             modules.reset()
 
     forward_context, kernel_stats, autocast_stats = _forward_emulation(opts, device)
+    if autocast_stats is not None:  # the weight-cast cache is its own category (annotate/categories.py)
+        autocast_stats.on_cache = lambda t: rec.mark_role(t, "autocast_cache", modules.current)
     scaler = make_scaler(opts.precision, device)
 
     rec.enter(0, "setup")
