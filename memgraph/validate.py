@@ -78,8 +78,12 @@ def predict_record(record: dict) -> dict[str, int | None]:
 
 
 def _summary(o: dict) -> str:
-    size = "/".join(str(o[k]) for k in ("seq_len", "image_size", "audio_seconds") if o.get(k))
+    sizes = {"seq_len": "s{}", "images": "{} img", "image_size": "{}px", "audio_seconds": "{} s audio"}
+    size = " ".join(fmt.format("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v)
+                    for k, fmt in sizes.items() if (v := o.get(k)))
     parts = [f"b{o['batch_size']}" + (f" {size}" if size else ""), o["precision"], o["optimizer"], o["attn_implementation"]]
+    if o.get("stage"):
+        parts.append(f"stage {o['stage']}")
     if o.get("gradient_checkpointing"):
         parts.append("ckpt")
     if o.get("train") or o.get("freeze"):

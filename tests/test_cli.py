@@ -1,6 +1,7 @@
 """The CLI as a user runs it: reports, formats, and one-line errors with a non-zero exit."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -34,6 +35,12 @@ def test_json_output_file_matches_schema(tmp_path):
     assert sum(peak["by_category"].values()) == peak["bytes"]
     assert peak["iteration"] == 2 and peak["phase"] in ("forward", "backward", "optimizer", "zero_grad")
     assert data["parameters"] == data["trainable_parameters"] > 0
+    assert [p["phase"] for p in data["phase_peaks"]] == ["forward", "backward", "optimizer", "zero_grad"]
+    assert max(p["bytes"] for p in data["phase_peaks"]) == peak["bytes"]
+    # a report file gets open()'s usual mode (0666 less the umask), not the temporary file's 0600
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
 
 
 def test_markdown_tables_rows_add_up(tmp_path, capsys):

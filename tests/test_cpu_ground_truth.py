@@ -21,6 +21,7 @@ FAMILIES = {
     "tiny-vit": dict(),  # ViT image classification
     "tiny-resnet": dict(image_size=32),  # CNN
     "tiny-clip": dict(seq_len=16),  # two towers, contrastive loss
+    "tiny-siglip": dict(seq_len=16),  # two towers, sigmoid loss
     "tiny-whisper": dict(audio_seconds=1.0, target_len=16),  # speech encoder-decoder
 }
 

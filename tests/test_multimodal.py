@@ -228,6 +228,14 @@ def test_modalities_tiny_clip():
     assert all(v == "vision encoder" for k, v in m.items() if k.startswith("vision_model"))
 
 
+def test_modalities_tiny_siglip():
+    # SigLIP's heads live inside the towers (text_model.head, vision_model.head); logit_scale/bias on the root
+    m = _modalities("tiny-siglip")
+    assert {k: v for k, v in m.items() if "." not in k} == {
+        "": "shared", "text_model": "text encoder", "vision_model": "vision encoder"}
+    assert m["text_model.head"] == "text encoder" and m["vision_model.head"] == "vision encoder"
+
+
 def test_modalities_tiny_whisper():
     m = _modalities("tiny-whisper")
     assert m["model.encoder"] == m["model.encoder.layers.0.fc1"] == "audio encoder"

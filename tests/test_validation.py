@@ -32,7 +32,7 @@ def test_summary_arithmetic_by_hand():
 
 def test_cpu_ground_truth_within_bounds():
     rows = validate(GROUNDTRUTH / "cpu")
-    assert len(rows) >= 16 and not any(r.error for r in rows)
+    assert len(rows) >= 22 and not any(r.error for r in rows)
     s = summarize(rows, "allocated")
     assert s.mape <= CPU_MAPE_BOUND, render_markdown(rows, GROUNDTRUTH / "cpu")
     assert abs(s.worst) <= CPU_WORST_BOUND, render_markdown(rows, GROUNDTRUTH / "cpu")

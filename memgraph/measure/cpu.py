@@ -5,12 +5,13 @@ from __future__ import annotations
 import gc
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import record_function
 
 from ..spec.options import TrainingOptions
 from ..spec.source import ModelSpec
 from ..spec.tasks import loss_from_outputs
 from ..trace.step import train_iteration
+from .profiler import memory_profile
 from .setup import build_run
 
 MEMORY_EVENT = "[memory]"  # name torch.profiler gives allocator events (profile_memory=True)
@@ -19,7 +20,7 @@ MEMORY_EVENT = "[memory]"  # name torch.profiler gives allocator events (profile
 def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
     """Run ``opts.iterations`` iterations on the CPU; peak bytes of the CPU allocator per iteration."""
     gc.collect()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with memory_profile() as prof:
         model, batch, optimizer, impl = build_run(spec, opts, "cpu")
         for it in range(1, opts.iterations + 1):
             with record_function(f"memgraph_iteration_{it}"):

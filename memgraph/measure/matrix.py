@@ -19,12 +19,15 @@ import time
 from pathlib import Path
 
 TINY = "tests/configs"
+GPU_ITERATIONS = 3
 
 
 def _tiny() -> list[list[str]]:
     sizes = {"tiny-llama": ["-s", "32"], "tiny-gpt2": ["-s", "32"], "tiny-bert": ["-s", "32"],
              "tiny-t5": ["-s", "32", "--target-len", "16"], "tiny-vit": [], "tiny-resnet": ["--image-size", "32"],
-             "tiny-clip": ["-s", "16"], "tiny-whisper": ["--audio-seconds", "1", "--target-len", "16"]}
+             "tiny-clip": ["-s", "16"], "tiny-whisper": ["--audio-seconds", "1", "--target-len", "16"],
+             "tiny-siglip": ["-s", "16"], "tiny-llava": ["-s", "64", "--images", "2"],
+             "tiny-qwen2-vl": ["-s", "64", "--images", "2", "--image-size", "56x84"]}
     out = []
     for name, size in sizes.items():
         out.append([f"{TINY}/{name}.json", *size, "-b", "1", "--optimizer", "sgd"])
@@ -71,6 +74,12 @@ def _gpu() -> list[list[str]]:
         ["clip-vit-large-patch14-336", "-b", "16", *mix, *sdpa, *adamw],
         ["whisper-small", "-b", "4", *fp32, *eager, *adamw],
         ["whisper-small", "-b", "8", *mix, *sdpa, *adamw],
+        ["siglip-base", "-b", "32", *mix, *sdpa, *adamw],
+        # multimodal (issue: multimodal models): LLaVA stages 1 and 2, Qwen2-VL at two image sizes
+        ["llava-1.5-7b", "-s", "2048", "-b", "8", *mix, *sdpa, *adamw, *ckpt, "--stage", "1"],
+        ["llava-1.5-7b", "-s", "2048", "-b", "2", *bf16, *sdpa, *adamw, *ckpt, "--stage", "2"],
+        ["qwen2-vl-2b", "-s", "2048", "-b", "2", "--image-size", "448x448", *mix, *sdpa, *adamw],
+        ["qwen2-vl-2b", "-s", "2048", "-b", "4", "--image-size", "448x672", *mix, *sdpa, *adamw, *ckpt],
     ]
     return m
 
@@ -102,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         start = time.time()
         cmd = [sys.executable, "-m", "memgraph", "measure", *args, "--device", a.device, "-o", str(target)]
+        if a.device == "cuda":  # 3 iterations on a GPU: the steady state is seen twice (issue: ground truth)
+            cmd[-2:-2] = ["--iterations", str(GPU_ITERATIONS)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         status = "ok" if proc.returncode == 0 else f"FAILED: {proc.stderr.strip().splitlines()[-1:]}"
         print(f"{name}: {status} ({time.time() - start:.1f} s)", flush=True)

@@ -267,9 +267,21 @@ def slow2d_forward(input, weight, stride, padding) -> list[int]:
     4. ``output.resize_(...)``: the output; the columns die when the function returns.
     So the peak above the output is copies + columns.
     """
-    k3 = weight.dim() == 3
     item = input.element_size()
     tl = _Timeline()
+    x, w, mf, s, p = _slow2d_operands(tl, input, weight, stride, padding)
+    cols = tl.alloc(_columns_bytes(tuple(x.shape), tuple(w.shape[2:]), s, p, item))
+    n, o = x.shape[0], w.shape[0]
+    oh = (x.shape[2] + 2 * p[0] - w.shape[2]) // s[0] + 1
+    ow = (x.shape[3] + 2 * p[1] - w.shape[3]) // s[1] + 1
+    tl.alloc(n * o * oh * ow * item, output=True)
+    tl.free(cols)
+    return tl.above_outputs()
+
+
+def _slow2d_operands(tl: "_Timeline", input, weight, stride, padding):
+    """The copies both slow-conv2d directions make first (1-d convs as 2-d): operands, format, stride, padding."""
+    k3 = weight.dim() == 3
     c1 = tl.alloc(_copy_bytes(input) if k3 else 0)
     x, w = _as_2d(input, k3), _as_2d(weight, k3)
     if c1:
@@ -281,13 +293,7 @@ def slow2d_forward(input, weight, stride, padding) -> list[int]:
     p = _expand_param(padding, 2 if not k3 else 1)
     if k3:
         s, p = [1] + s, [0] + p
-    cols = tl.alloc(_columns_bytes(tuple(x.shape), tuple(w.shape[2:]), s, p, item))
-    n, o = x.shape[0], w.shape[0]
-    oh = (x.shape[2] + 2 * p[0] - w.shape[2]) // s[0] + 1
-    ow = (x.shape[3] + 2 * p[1] - w.shape[3]) // s[1] + 1
-    tl.alloc(n * o * oh * ow * item, output=True)
-    tl.free(cols)
-    return tl.above_outputs()
+    return x, w, mf, s, p
 
 
 def slow2d_backward(grad_output, input, weight, stride, padding, output_mask) -> list[int]:
@@ -306,21 +312,11 @@ def slow2d_backward(grad_output, input, weight, stride, padding, output_mask) ->
        ``finput = compute_columns2d(input, ...)`` (the columns are recomputed, not saved), both
        freed when the template returns.
     """
-    k3 = weight.dim() == 3
     item = input.element_size()
     mask = list(output_mask)
     tl = _Timeline()
-    c1 = tl.alloc(_copy_bytes(input) if k3 else 0)
-    x, w, go = _as_2d(input, k3), _as_2d(weight, k3), _as_2d(grad_output, k3)
-    if c1:
-        x = x.contiguous()
-    mf = _thnn_memory_format(x, w)
-    tl.alloc(_copy_bytes(x, mf))
-    tl.alloc(_copy_bytes(w, mf))
-    s = _expand_param(stride, 2 if not k3 else 1)
-    p = _expand_param(padding, 2 if not k3 else 1)
-    if k3:
-        s, p = [1] + s, [0] + p
+    x, w, mf, s, p = _slow2d_operands(tl, input, weight, stride, padding)
+    go = _as_2d(grad_output, weight.dim() == 3)
     go_copy = _copy_bytes(go, mf)
     if mask[0]:
         tl.alloc(go_copy)
@@ -472,14 +468,14 @@ def _alloc_bytes(args) -> int:
 
 def _run_profiled(op, args, kwargs, batch: int | None, batched: tuple[int, ...]) -> int:
     """Kernel peak minus what it still holds at the end (its outputs), from profiler memory events."""
-    from torch.profiler import ProfilerActivity, profile
+    from ..measure.profiler import memory_profile
 
     real_args = tuple(
         _materialize(a, batch if i in batched else None) if isinstance(a, torch.Tensor) else a
         for i, a in enumerate(args)
     )
     real_kwargs = tree_map(lambda a: _materialize(a) if isinstance(a, torch.Tensor) else a, kwargs)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with memory_profile() as prof:
         out = op(*real_args, **real_kwargs)
     events = [(e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
               if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]

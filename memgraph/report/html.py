@@ -450,18 +450,18 @@ def _device(r: Result) -> str:
 
 def _modalities(r: Result) -> str:
     s = sections.modalities(r)
-    if s is None:
-        return ""
-    lines = "".join(f"<p>{_e(line)}</p>" for line in s.lines)
-    return f"<section><h2>{_e(s.title)}</h2>{lines}{_table(s.headers, s.rows[:-1], set(range(1, 8)), s.rows[-1])}</section>"
+    return "" if s is None else _section(s, s.rows[:-1], set(range(1, 8)), s.rows[-1])
 
 
 def _phase_peaks(r: Result) -> str:
     s = sections.phase_peaks(r)
-    if s is None:
-        return ""
+    return "" if s is None else _section(s, s.rows, set(range(1, len(s.headers) - 1)))
+
+
+def _section(s: "sections.Section", rows: list, numeric: set[int], total: list | None = None) -> str:
+    """A text-report section as HTML: title, its lines, its table."""
     lines = "".join(f"<p>{_e(line)}</p>" for line in s.lines)
-    return f"<section><h2>{_e(s.title)}</h2>{lines}{_table(s.headers, s.rows, set(range(1, len(s.headers) - 2)))}</section>"
+    return f"<section><h2>{_e(s.title)}</h2>{lines}{_table(s.headers, rows, numeric, total)}</section>"
 
 
 def _static(r: Result) -> str:

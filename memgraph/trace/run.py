@@ -80,7 +80,10 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str) -> torch.nn
         kwargs = {"use_reentrant": False}
         if meta:  # the recompute in backward re-enters the emulated autocast / kernel regions
             kwargs["context_fn"] = checkpoint_context_fn
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x; the old name warns
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     return model
 
 
@@ -124,13 +127,15 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         autocast_stats.on_cache = lambda t: rec.mark_role(t, "autocast_cache", modules.current)
     scaler = make_scaler(opts.precision, device)
 
+    kv_cache = _KVCacheWatch(rec)
     rec.enter(0, "setup")
     bounds = []
     with fused_on_meta(), modules, values, rec, torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.events)
-            train_iteration(model, batch, loss_from_outputs, optimizer, set_phase, autocast=forward_context,
+            train_iteration(model, batch, kv_cache.watch(loss_from_outputs), optimizer, set_phase,
+                            autocast=forward_context,
                             scaler=scaler)
             _mark_optimizer_state(rec, optimizer, owners)
             if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
@@ -145,7 +150,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         trainable_parameter_count=sum(p.numel() for p in params if p.requires_grad),
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=_modalities(model),
-        notes=_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows),
+        notes=_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows) + kv_cache.notes(),
     )
 
 
@@ -248,6 +253,51 @@ def _pack(rec: Recorder):
 
 def _unpack(t):
     return t
+
+
+class _KVCacheWatch:
+    """Bytes of the key/value cache a transformers forward returns (``outputs.past_key_values``).
+
+    With ``config.use_cache`` True (the default of most LM configs) a training forward builds a KV
+    cache (DynamicCache). Its copies of every layer's keys and values replace the originals that
+    attention saves for backward (no extra cost until then), but the outputs still reference them
+    after backward, so they live through the optimizer step: often a surprise, so it is named.
+    """
+
+    def __init__(self, rec: Recorder):
+        self.rec = rec
+        self.bytes = 0
+
+    def watch(self, loss_fn):
+        def wrapped(outputs):
+            cache = getattr(outputs, "past_key_values", None)
+            if cache is not None:
+                sids = {self.rec.sid_of(t) for t in _tensors_in(cache)} - {None}
+                self.bytes = sum(self.rec.storages[sid].nbytes for sid in sids)
+            return loss_fn(outputs)
+
+        return wrapped
+
+    def notes(self) -> list[str]:
+        if not self.bytes:
+            return []
+        from ..report.units import human_bytes
+
+        return [f"KV cache: the model's config has use_cache=True, so each forward also builds a key/value cache "
+                f"({human_bytes(self.bytes)}); the outputs the loop holds keep it alive after backward, through the "
+                "optimizer step. Calling the model with use_cache=False, or keeping only the loss, frees it with "
+                "the other activations"]
+
+
+def _tensors_in(obj, depth: int = 4):
+    """Tensors reachable from ``obj`` through lists, tuples, dicts and object attributes."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif depth > 0:
+        items = (obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple))
+                 else vars(obj).values() if hasattr(obj, "__dict__") else ())
+        for item in items:
+            yield from _tensors_in(item, depth - 1)
 
 
 def _mark_optimizer_state(rec: Recorder, optimizer: torch.optim.Optimizer, owners: dict[int, str]) -> None:

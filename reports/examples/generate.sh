@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Regenerate the example reports in this folder (CPU only, about a minute each on 2 cores).
+set -euo pipefail
+cd "$(dirname "$0")"
+run() {  # run NAME ARGS...: one analysis, written as markdown, HTML and JSON
+    local name=$1; shift
+    for fmt in md html json; do
+        memgraph analyze "$@" --format "$fmt" --output "$name.$fmt"
+    done
+}
+# GPU-faithfulness: where the peak of a mixed-precision Llama step comes from on an H100
+run llama-2-7b-bf16-mixed-b1-s4096-sdpa-h100 llama-2-7b --batch-size 1 --seq-len 4096 --precision bf16-mixed --attn sdpa --gpu h100-80gb
+# the same step with eager attention: the attention probabilities dominate
+run llama-2-7b-bf16-mixed-b1-s4096-eager-h100 llama-2-7b --batch-size 1 --seq-len 4096 --precision bf16-mixed --attn eager --gpu h100-80gb
+# multimodal: LLaVA stage 2 (projector + language model train, vision tower frozen) on an A100
+run llava-1.5-7b-stage2-b16-s2048-bf16-mixed-a100 llava-1.5-7b --batch-size 16 --seq-len 2048 --precision bf16-mixed --stage 2 --gpu a100-80gb
+# LLaVA stage 1 with gradient checkpointing and SDPA: what fits on one 80 GB card
+run llava-1.5-7b-stage1-b16-s2048-bf16-mixed-sdpa-ckpt-h100 llava-1.5-7b --batch-size 16 --seq-len 2048 --precision bf16-mixed --stage 1 --attn sdpa --gradient-checkpointing --gpu h100-80gb
+# Qwen2-VL: the image size sets the number of visual tokens
+run qwen2-vl-2b-448x672-bf16-mixed-sdpa-h100 qwen2-vl-2b --batch-size 4 --seq-len 2048 --image-size 448x672 --precision bf16-mixed --attn sdpa --gpu h100-80gb
+# a small fp32 model
+run gpt2-fp32-b8-s1024 gpt2 --batch-size 8 --seq-len 1024
