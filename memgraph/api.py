@@ -23,11 +23,15 @@ def analyze(model: str, options: TrainingOptions | None = None, depth: int = 3, 
     return analyze_trace(trace, spec.name, opts.to_dict(), opts.target, depth=depth)
 
 
-def measure(model: str, device: str = "cpu", options: TrainingOptions | None = None, **kwargs) -> dict:
-    """Run the same step for real on ``device`` and return the measured record."""
+def measure(model: str, device: str = "cpu", options: TrainingOptions | None = None, snapshot: str | None = None,
+            **kwargs) -> dict:
+    """Run the same step for real on ``device`` and return the measured record.
+
+    ``snapshot`` (cuda only): write the caching allocator's recorded history there
+    (``torch.cuda.memory._dump_snapshot``)."""
     from .measure import run_measurement
 
     opts = options or TrainingOptions(**{"target": device, **kwargs})
     if opts.target != device:  # the measured step must be the one the same-named target predicts
         opts = replace(opts, target=device)
-    return run_measurement(resolve(model), opts, device)
+    return run_measurement(resolve(model), opts, device, snapshot=snapshot)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .errors import MemgraphError
 from .report.render import FORMATS
-from .spec.options import ATTN_IMPLEMENTATIONS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, TARGETS, TrainingOptions
+from .spec.options import ATTN_IMPLEMENTATIONS, LOOPS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, TARGETS, TrainingOptions
 from .spec.stages import STAGES
 
 
@@ -72,6 +72,9 @@ def _training_args(p: argparse.ArgumentParser) -> None:
                    help="freeze parameters whose name matches (shell pattern, repeatable)")
     g.add_argument("--train", action="append", default=[], metavar="PATTERN",
                    help="train only parameters whose name matches (repeatable)")
+    g.add_argument("--loop", choices=LOOPS, default="plain",
+                   help="plain (default): out = model(...); out.loss.backward(), the outputs live through the step; "
+                        "trainer: as Hugging Face Trainer, the outputs are dropped before backward")
     g.add_argument("--stage", choices=STAGES,
                    help="vision-language training stage: 1 trains the projector, 2 the projector and language "
                         "model, full everything (--train/--freeze then narrow it)")
@@ -94,7 +97,7 @@ def _options(a: argparse.Namespace, target: str) -> TrainingOptions:
         target_len=a.target_len, precision=a.precision, optimizer=a.optimizer, optimizer_impl=a.optimizer_impl,
         freeze=tuple(a.freeze), train=tuple(a.train), iterations=a.iterations, target=target,
         attn_implementation=a.attn_implementation, gradient_checkpointing=a.gradient_checkpointing,
-        inputs=tuple(a.inputs), gpu=a.gpu, allocator_conf=a.allocator_conf, images=a.images, stage=a.stage,
+        inputs=tuple(a.inputs), gpu=a.gpu, allocator_conf=a.allocator_conf, images=a.images, stage=a.stage, loop=a.loop,
     )
 
 
@@ -113,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("measure", help="run the same step for real and record the allocator's peaks (JSON)")
     _training_args(m)
     m.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    m.add_argument("--snapshot", metavar="FILE",
+                   help="cuda: also record the allocator's history and write torch.cuda.memory._dump_snapshot "
+                        "to FILE (a pickle for https://pytorch.org/memory_viz)")
     m.set_defaults(run=_measure)
 
     v = sub.add_parser("validate", help="predict every stored measurement and write the error table (markdown)")
@@ -143,7 +149,11 @@ def _analyze(a) -> str:
 def _measure(a) -> str:
     from .api import measure
 
-    return json.dumps(measure(a.model, a.device, _options(a, a.device)), indent=2) + "\n"
+    if a.snapshot and a.device != "cuda":
+        raise MemgraphError(f"--snapshot {a.snapshot!r} records the CUDA allocator's history: use it with --device cuda")
+    if a.snapshot and not Path(a.snapshot).resolve().parent.is_dir():
+        raise MemgraphError(f"cannot write --snapshot {a.snapshot!r}: its folder does not exist")
+    return json.dumps(measure(a.model, a.device, _options(a, a.device), snapshot=a.snapshot), indent=2) + "\n"
 
 
 def _validate(a) -> str:

@@ -70,6 +70,9 @@ def test_models_lists_the_zoo(capsys):
     (["analyze", TINY, "-s", "8", "--freeze", "nothing.*"], "matches no parameter"),
     (["analyze", TINY, "-s", "8", "--freeze", "*"], "no parameter trains"),
     (["analyze", "gpt2", "--precision", "fp8"], "invalid choice: 'fp8'"),
+    (["analyze", "gpt2", "--loop", "lightning"], "invalid choice: 'lightning'"),
+    (["analyze", TINY, "-s", "8", "--stage", "2"], "--stage 2 trains the projector and language model"),
+    (["measure", TINY, "-s", "8", "--device", "cpu", "--snapshot", "s.pickle"], "use it with --device cuda"),
 ])
 def test_bad_input_is_one_line_nonzero_no_traceback(args, fragment):
     code, out, err = run(*args)

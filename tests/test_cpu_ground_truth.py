@@ -35,3 +35,14 @@ def test_cpu_prediction_within_2_percent(family, optimizer, batch_size):
     predicted = analyze(model, **kw).steady_state_peak.bytes
     measured = max(it["peak_allocated"] for it in measure(model, device="cpu", **kw)["iterations"][1:])
     assert abs(predicted - measured) <= TOLERANCE * measured, (predicted, measured)
+
+
+@pytest.mark.parametrize("family", ["tiny-llama", "tiny-t5"])
+def test_trainer_loop_within_2_percent_and_below_plain(family):
+    """--loop trainer drops the outputs (logits, KV cache) before backward: same bound, smaller peak."""
+    model = str(CONFIGS / f"{family}.json")
+    kw = dict(FAMILIES[family], batch_size=8, optimizer="sgd", target="cpu")
+    trainer = analyze(model, loop="trainer", **kw).steady_state_peak.bytes
+    measured = max(it["peak_allocated"] for it in measure(model, device="cpu", loop="trainer", **kw)["iterations"][1:])
+    assert abs(trainer - measured) <= TOLERANCE * measured, (trainer, measured)
+    assert trainer < analyze(model, **kw).steady_state_peak.bytes

@@ -87,3 +87,12 @@ def test_peak_of_each_phase_by_hand():
     assert peaks["optimizer"].bytes == peaks["zero_grad"].bytes == PARAMS + INPUT + OUT + LOSS + W1 + W2 == 6532
     assert peaks["optimizer"].module == "" and peaks["optimizer"].by_category["gradients"] == W1 + W2
     assert all(sum(p.by_category.values()) == p.bytes for p in r.phase_peaks)
+
+
+def test_trainer_loop_drops_the_outputs_before_backward():
+    """--loop trainer (Hugging Face Trainer): compute_loss returns only the loss, so the model output
+    (128 B; sum's backward does not save its input) is freed before backward: the peak loses OUT."""
+    r = analyze(MLP, inputs=(X,), optimizer="sgd", target="cpu", loop="trainer")
+    assert r.steady_state_peak.bytes == SGD_PEAK - OUT == 6920
+    m = measure(MLP, device="cpu", inputs=(X,), optimizer="sgd", target="cpu", loop="trainer")
+    assert m["iterations"][1]["peak_allocated"] == SGD_PEAK - OUT

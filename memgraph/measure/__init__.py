@@ -14,7 +14,7 @@ from ..spec.source import ModelSpec
 MEASUREMENT_SCHEMA = 1
 
 
-def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str) -> dict:
+def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str, snapshot: str | None = None) -> dict:
     """Measure ``spec`` trained with ``opts`` on ``device`` ('cpu' or 'cuda'); returns the JSON record."""
     if device == "cpu":
         from .cpu import measure_cpu as run
@@ -30,7 +30,9 @@ def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str) -> dict
         "options": opts.to_dict(),
         "environment": environment(),
     }
-    record.update(run(spec, opts))
+    if snapshot is not None and device != "cuda":
+        raise MemgraphError(f"snapshot {snapshot!r} records the CUDA allocator's history: measure on cuda")
+    record.update(run(spec, opts, snapshot) if device == "cuda" else run(spec, opts))
     return record
 
 

@@ -24,7 +24,7 @@ def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
         model, batch, optimizer, impl = build_run(spec, opts, "cpu")
         for it in range(1, opts.iterations + 1):
             with record_function(f"memgraph_iteration_{it}"):
-                train_iteration(model, batch, loss_from_outputs, optimizer)
+                train_iteration(model, batch, loss_from_outputs, optimizer, loop=opts.loop)
         del model, batch, optimizer
     return {"optimizer_impl": impl, "iterations": _per_iteration(prof.profiler.kineto_results.events(), opts.iterations)}
 

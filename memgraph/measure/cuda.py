@@ -16,14 +16,22 @@ from .setup import build_run, precision_context
 NVIDIA_SMI_QUERY = "name,driver_version,memory.total,memory.used"
 
 
-def measure_cuda(spec: ModelSpec, opts: TrainingOptions) -> dict:
-    """Run ``opts.iterations`` iterations on cuda:0; per iteration allocated/reserved peaks and device use."""
+SNAPSHOT_MAX_ENTRIES = 200_000  # alloc/free events _record_memory_history keeps (its default, sys.maxsize, keeps all)
+
+
+def measure_cuda(spec: ModelSpec, opts: TrainingOptions, snapshot: str | None = None) -> dict:
+    """Run ``opts.iterations`` iterations on cuda:0; per iteration allocated/reserved peaks and device use.
+
+    ``snapshot``: record the allocator's history (``torch.cuda.memory._record_memory_history``) from
+    before the model is built and dump it there at the end, for https://pytorch.org/memory_viz."""
     if not torch.cuda.is_available():
         raise MemgraphError("no CUDA device: run 'memgraph measure --device cuda' on a machine with an NVIDIA GPU")
     if opts.allocator_conf:  # before the first allocation, as PYTORCH_CUDA_ALLOC_CONF would be
         torch.cuda.memory._set_allocator_settings(opts.allocator_conf)
     torch.cuda.init()
     context = _device_used()  # before any tensor: the CUDA context (and other processes)
+    if snapshot:
+        torch.cuda.memory._record_memory_history(max_entries=SNAPSHOT_MAX_ENTRIES)
     model, batch, optimizer, impl = build_run(spec, opts, "cuda")
     autocast, scaler = precision_context(opts, "cuda")
     torch.cuda.synchronize()
@@ -31,7 +39,8 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions) -> dict:
     for it in range(1, opts.iterations + 1):
         torch.cuda.reset_peak_memory_stats()
         start = torch.cuda.memory_allocated()
-        train_iteration(model, batch, loss_from_outputs, optimizer, autocast=autocast, scaler=scaler)
+        train_iteration(model, batch, loss_from_outputs, optimizer, autocast=autocast, scaler=scaler,
+                        loop=opts.loop)
         torch.cuda.synchronize()
         iterations.append({
             "iteration": it,
@@ -44,6 +53,9 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions) -> dict:
             "nvidia_smi": _nvidia_smi(),
             "memory_stats": {k: v for k, v in torch.cuda.memory_stats().items() if isinstance(v, (int, float))},
         })
+    if snapshot:
+        torch.cuda.memory._dump_snapshot(snapshot)
+        torch.cuda.memory._record_memory_history(enabled=None)
     props = torch.cuda.get_device_properties(0)
     return {
         "optimizer_impl": impl,

@@ -101,10 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--out", required=True, help="folder for one JSON record per configuration")
     p.add_argument("--only", help="run only configurations whose file name contains this text")
+    p.add_argument("--snapshots", type=int, default=0, metavar="N",
+                   help="cuda: also write an allocator history snapshot (NAME.snapshot.pickle) for the first N configurations")
     a = p.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    for args in MATRICES[a.matrix]():
+    for index, args in enumerate(MATRICES[a.matrix]()):
         name = slug(args)
         target = out / f"{name}.json"
         if target.exists() or (a.only and a.only not in name):
@@ -113,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, "-m", "memgraph", "measure", *args, "--device", a.device, "-o", str(target)]
         if a.device == "cuda":  # 3 iterations on a GPU: the steady state is seen twice (issue: ground truth)
             cmd[-2:-2] = ["--iterations", str(GPU_ITERATIONS)]
+            if index < a.snapshots:
+                cmd[-2:-2] = ["--snapshot", str(out / f"{name}.snapshot.pickle")]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         status = "ok" if proc.returncode == 0 else f"FAILED: {proc.stderr.strip().splitlines()[-1:]}"
         print(f"{name}: {status} ({time.time() - start:.1f} s)", flush=True)

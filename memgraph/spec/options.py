@@ -18,6 +18,7 @@ TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
 # memgraph/trace/run.py), on the cuda target only.
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
+LOOPS = ("plain", "trainer")  # the training loops of memgraph/trace/step.py
 MIN_ITERATIONS = 2  # iteration 1 creates the optimizer state; the steady state starts at 2
 
 
@@ -43,6 +44,7 @@ class TrainingOptions:
     gpu: str = "h100-80gb"  # catalog key of the target GPU (memgraph/gpu/catalog.py); used by the cuda target
     allocator_conf: str = ""  # PYTORCH_CUDA_ALLOC_CONF for the cuda target, e.g. "expandable_segments:True"
     images: int | None = None  # images per sample for image-text models (default: the model's)
+    loop: str = "plain"  # training loop: "plain" keeps the outputs through the step, "trainer" drops them
     stage: str | None = None  # vision-language training stage "1", "2" or "full" (memgraph/spec/stages.py)
 
     def __post_init__(self):
@@ -72,6 +74,7 @@ class TrainingOptions:
         _choice("optimizer", self.optimizer, OPTIMIZERS, "--optimizer")
         _choice("optimizer implementation", self.optimizer_impl, OPTIMIZER_IMPLS, "--optimizer-impl")
         _choice("target", self.target, TARGETS, "--target")
+        _choice("training loop", self.loop, LOOPS, "--loop")
         if self.stage is not None:
             from .stages import STAGES
 

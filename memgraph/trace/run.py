@@ -135,7 +135,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
             rec.iteration = it
             first = len(rec.events)
             train_iteration(model, batch, kv_cache.watch(loss_from_outputs), optimizer, set_phase,
-                            autocast=forward_context,
+                            autocast=forward_context, loop=opts.loop,
                             scaler=scaler)
             _mark_optimizer_state(rec, optimizer, owners)
             if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
@@ -150,7 +150,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         trainable_parameter_count=sum(p.numel() for p in params if p.requires_grad),
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=_modalities(model),
-        notes=_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows) + kv_cache.notes(),
+        notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
+               + (kv_cache.notes() if opts.loop == "plain" else [])),
     )
 
 
@@ -285,8 +286,8 @@ class _KVCacheWatch:
 
         return [f"KV cache: the model's config has use_cache=True, so each forward also builds a key/value cache "
                 f"({human_bytes(self.bytes)}); the outputs the loop holds keep it alive after backward, through the "
-                "optimizer step. Calling the model with use_cache=False, or keeping only the loss, frees it with "
-                "the other activations"]
+                "optimizer step. Calling the model with use_cache=False, or keeping only the loss (--loop trainer), "
+                "frees it with the other activations"]
 
 
 def _tensors_in(obj, depth: int = 4):
