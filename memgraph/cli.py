@@ -149,8 +149,6 @@ def _analyze(a) -> str:
 def _measure(a) -> str:
     from .api import measure
 
-    if a.snapshot and a.device != "cuda":
-        raise MemgraphError(f"--snapshot {a.snapshot!r} records the CUDA allocator's history: use it with --device cuda")
     if a.snapshot and not Path(a.snapshot).resolve().parent.is_dir():
         raise MemgraphError(f"cannot write --snapshot {a.snapshot!r}: its folder does not exist")
     return json.dumps(measure(a.model, a.device, _options(a, a.device), snapshot=a.snapshot), indent=2) + "\n"

@@ -17,9 +17,15 @@ MEASUREMENT_SCHEMA = 1
 def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str, snapshot: str | None = None) -> dict:
     """Measure ``spec`` trained with ``opts`` on ``device`` ('cpu' or 'cuda'); returns the JSON record."""
     if device == "cpu":
+        if snapshot is not None:
+            raise MemgraphError(f"--snapshot {snapshot!r} records the CUDA allocator's history: "
+                                "use it with --device cuda")
         from .cpu import measure_cpu as run
     elif device == "cuda":
-        from .cuda import measure_cuda as run
+        from .cuda import measure_cuda
+
+        def run(spec, opts):
+            return measure_cuda(spec, opts, snapshot)
     else:
         raise MemgraphError(f"unknown device {device!r}: pass --device cpu or --device cuda")
     record = {
@@ -30,9 +36,7 @@ def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str, snapsho
         "options": opts.to_dict(),
         "environment": environment(),
     }
-    if snapshot is not None and device != "cuda":
-        raise MemgraphError(f"snapshot {snapshot!r} records the CUDA allocator's history: measure on cuda")
-    record.update(run(spec, opts, snapshot) if device == "cuda" else run(spec, opts))
+    record.update(run(spec, opts))
     return record
 
 

@@ -112,11 +112,12 @@ def main(argv: list[str] | None = None) -> int:
         if target.exists() or (a.only and a.only not in name):
             continue
         start = time.time()
-        cmd = [sys.executable, "-m", "memgraph", "measure", *args, "--device", a.device, "-o", str(target)]
+        extra = []
         if a.device == "cuda":  # 3 iterations on a GPU: the steady state is seen twice (issue: ground truth)
-            cmd[-2:-2] = ["--iterations", str(GPU_ITERATIONS)]
+            extra += ["--iterations", str(GPU_ITERATIONS)]
             if index < a.snapshots:
-                cmd[-2:-2] = ["--snapshot", str(out / f"{name}.snapshot.pickle")]
+                extra += ["--snapshot", str(out / f"{name}.snapshot.pickle")]
+        cmd = [sys.executable, "-m", "memgraph", "measure", *args, *extra, "--device", a.device, "-o", str(target)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         status = "ok" if proc.returncode == 0 else f"FAILED: {proc.stderr.strip().splitlines()[-1:]}"
         print(f"{name}: {status} ({time.time() - start:.1f} s)", flush=True)

@@ -31,7 +31,7 @@ def summary(r: Result) -> Section:
         f"batch: {', '.join(r.batch)}",
         f"precision {o['precision']}, optimizer {o['optimizer']} ({r.optimizer_impl}), "
         f"attention {o['attn_implementation']}, gradient checkpointing {'on' if o['gradient_checkpointing'] else 'off'}, "
-        f"{o.get('loop', 'plain')} loop" + (f", stage {o['stage']}" if o.get("stage") else ""),
+        f"{o['loop']} loop" + (f", stage {o['stage']}" if o["stage"] else ""),
         f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)",
         "",
         f"steady-state peak:   {human_bytes(r.steady_state_peak.bytes)} ({r.steady_state_peak.bytes:,} B) at "
