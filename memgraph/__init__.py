@@ -1,10 +1,17 @@
 """memgraph: predict the GPU memory of a PyTorch training step without a GPU.
 
-Data flow: model spec -> trace (meta device) -> annotate -> liveness/peak -> allocator -> report.
+Data flow, one package per stage (tests/test_layers.py keeps imports pointing down it):
+
+    facts/       what PyTorch, CUDA and the GPUs do, as data (ops, GPUs, SDPA rules, autocast, allocator rules)
+    model_spec/  what to build and how to train it (options, sources, zoo, inputs, tasks, modality groups)
+    trace/       the step run on meta, recorded as one storage event log (trace/event_log.py)
+    analysis/    passes over the log: categorize, liveness, peaks, group-by, timeline -> Result
+    allocator/   the CUDA caching allocator replayed over the log: reserved and device total
+    render/      table, markdown, JSON and HTML from one set of sections
+    api, cli, measure/, validation: the entry points
 """
 
-__version__ = "0.1.0"
-
-from .api import analyze, measure  # noqa: E402  (public API)
+from memgraph.api import analyze, measure
+from memgraph.version import __version__
 
 __all__ = ["analyze", "measure", "__version__"]

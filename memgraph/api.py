@@ -1,17 +1,21 @@
-"""Python API: ``analyze`` predicts, ``measure`` runs the step for real."""
+"""Python API: ``analyze`` predicts, ``measure`` runs the step for real.
+
+``analyze`` is the whole data flow: model spec -> trace -> analysis passes -> allocator replay.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 
-from .analysis.analyze import analyze_trace
-from .analysis.result import Result
-from .spec.options import TrainingOptions
-from .spec.source import resolve
-from .trace.run import trace_training
+from memgraph.allocator.replay import device_peaks
+from memgraph.analysis.result import Result
+from memgraph.analysis.summarize import summarize
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import resolve
+from memgraph.trace.tracer import trace_training
 
 
-def analyze(model: str, options: TrainingOptions | None = None, depth: int = 3, **kwargs) -> Result:
+def analyze(model: str, options: TrainingOptions | None = None, **kwargs) -> Result:
     """Predict the memory of ``options.iterations`` training iterations of ``model``.
 
     ``model`` is a zoo name, a config.json path or model folder, or ``module:function``;
@@ -20,7 +24,10 @@ def analyze(model: str, options: TrainingOptions | None = None, depth: int = 3, 
     opts = options or TrainingOptions(**kwargs)
     spec = resolve(model)
     trace = trace_training(spec, opts)
-    return analyze_trace(trace, spec.name, opts.to_dict(), opts.target, depth=depth)
+    result = summarize(trace, spec.name, opts.to_dict(), opts.target)
+    if opts.target == "cuda":
+        result.device = asdict(device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf))
+    return result
 
 
 def measure(model: str, device: str = "cpu", options: TrainingOptions | None = None, snapshot: str | None = None,
@@ -29,7 +36,7 @@ def measure(model: str, device: str = "cpu", options: TrainingOptions | None = N
 
     ``snapshot`` (cuda only): write the caching allocator's recorded history there
     (``torch.cuda.memory._dump_snapshot``)."""
-    from .measure import run_measurement
+    from memgraph.measure import run_measurement
 
     opts = options or TrainingOptions(**{"target": device, **kwargs})
     if opts.target != device:  # the measured step must be the one the same-named target predicts

@@ -9,10 +9,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .errors import MemgraphError
-from .report.render import FORMATS
-from .spec.options import ATTN_IMPLEMENTATIONS, LOOPS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, TARGETS, TrainingOptions
-from .spec.stages import STAGES
+from memgraph.errors import MemgraphError
+from memgraph.facts.gpus import DEFAULT_GPU
+from memgraph.model_spec.options import (
+    ATTN_IMPLEMENTATIONS,
+    LOOPS,
+    OPTIMIZER_IMPLS,
+    OPTIMIZERS,
+    PRECISIONS,
+    STAGES,
+    TARGETS,
+    TrainingOptions,
+)
+from memgraph.render.formats import FORMATS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,7 +91,7 @@ def _training_args(p: argparse.ArgumentParser) -> None:
                    help="transformers attn_implementation (default eager)")
     g.add_argument("--gradient-checkpointing", action="store_true")
     g.add_argument("--iterations", type=_int, default=2, help="iterations to trace (>= 2; default 2)")
-    g.add_argument("--gpu", default="h100-80gb", help="target GPU for the cuda target (see 'memgraph gpus')")
+    g.add_argument("--gpu", default=DEFAULT_GPU, help="target GPU for the cuda target (see 'memgraph gpus')")
     g.add_argument("--allocator-conf", default=os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), metavar="CONF",
                    help="CUDA caching allocator settings as in PYTORCH_CUDA_ALLOC_CONF (default: that variable)")
     g.add_argument("--input", dest="inputs", action="append", default=[], metavar="NAME=DTYPE[DIMS]",
@@ -139,15 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _analyze(a) -> str:
-    from .api import analyze
-    from .report.render import render
+    from memgraph.api import analyze
+    from memgraph.render.formats import render
 
-    result = analyze(a.model, _options(a, a.target), depth=a.depth)
+    result = analyze(a.model, _options(a, a.target))
     return render(result, a.format, a.depth)
 
 
 def _measure(a) -> str:
-    from .api import measure
+    from memgraph.api import measure
 
     if a.snapshot and not Path(a.snapshot).resolve().parent.is_dir():
         raise MemgraphError(f"cannot write --snapshot {a.snapshot!r}: its folder does not exist")
@@ -155,7 +164,7 @@ def _measure(a) -> str:
 
 
 def _validate(a) -> str:
-    from .validate import render_markdown, validate
+    from memgraph.validation import render_markdown, validate
 
     root = Path(a.groundtruth)
     text = render_markdown(validate(root), root)
@@ -167,8 +176,8 @@ def _validate(a) -> str:
 def _gpus(a) -> str:
     from tabulate import tabulate
 
-    from .gpu.catalog import GPUS
-    from .report.units import human_bytes
+    from memgraph.facts.gpus import GPUS
+    from memgraph.units import human_bytes
 
     rows = [[g.key, g.name, human_bytes(g.capacity_bytes), f"{g.compute_capability[0]}.{g.compute_capability[1]}",
              "yes" if g.bf16_supported else "no", "yes" if g.flash_attention_supported else "no"] for g in GPUS.values()]
@@ -178,7 +187,7 @@ def _gpus(a) -> str:
 def _models(a) -> str:
     from tabulate import tabulate
 
-    from .spec import zoo
+    from memgraph.model_spec import zoo
 
     entries = zoo.entries()
     if a.format == "json":

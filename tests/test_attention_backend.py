@@ -3,7 +3,7 @@ import types
 import pytest
 import torch
 
-from memgraph.gpu.attention import (
+from memgraph.facts.sdpa_backend import (
     SdpaCall,
     choose_sdpa_backend,
     cudnn_preferred,

@@ -10,9 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from memgraph.analysis.group_by import at_depth
 from memgraph.api import analyze, measure
 from memgraph.errors import MemgraphError
-from memgraph.trace.attention import KernelMode, KernelStats, cpu_sdpa_backend
+from memgraph.trace.sdpa_kernels import KernelMode, KernelStats, cpu_sdpa_backend
 
 B, H, S, D = 2, 4, 128, 64
 BF16, F32 = 2, 4
@@ -171,8 +172,8 @@ def test_llama_sdpa_trace_notes_and_activations_shrink():
     eager = analyze("tests/configs/tiny-llama.json", **{**opts, "attn_implementation": "eager"})
     assert not any(n.startswith("SDPA") for n in eager.notes)
     # eager saves (among others) the float32 softmax [1, 4 heads, 64, 64] of every layer; flash does not
-    saved = {m.module: m.saved_activation_bytes for m in r.modules}
-    saved_eager = {m.module: m.saved_activation_bytes for m in eager.modules}
+    saved = {m.module: m.saved_activation_bytes for m in at_depth(r.modules, 3)}
+    saved_eager = {m.module: m.saved_activation_bytes for m in at_depth(eager.modules, 3)}
     for layer in ("model.layers.0", "model.layers.1"):
         assert saved_eager[layer] - saved[layer] >= 4 * 64 * 64 * F32
 

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 import torch
 
-from memgraph.precision.autocast_policy import (
+from memgraph.facts.autocast_policy import (
     BANNED_OPS,
     FP32_OPS,
     FP32_SET_OPT_DTYPE_OPS,

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from memgraph.analysis.result import SCHEMA_VERSION
 from memgraph.cli import main
 from tests.conftest import CONFIGS
 
@@ -31,7 +32,7 @@ def test_json_output_file_matches_schema(tmp_path):
     assert main(["analyze", TINY, "-s", "32", "--format", "json", "--output", str(out)]) == 0
     data = json.loads(out.read_text())
     peak = data["steady_state_peak"]
-    assert data["schema_version"] == 1 and data["target"] == "cuda"
+    assert data["schema_version"] == SCHEMA_VERSION and data["target"] == "cuda"
     assert sum(peak["by_category"].values()) == peak["bytes"]
     assert peak["iteration"] == 2 and peak["phase"] in ("forward", "backward", "optimizer", "zero_grad")
     assert data["parameters"] == data["trainable_parameters"] > 0

@@ -1,4 +1,4 @@
-"""Hand-computed checks of the CUDA caching allocator model (memgraph.allocator.cuda_caching).
+"""Hand-computed checks of the CUDA caching allocator model (memgraph.allocator.caching_model).
 
 Every expected number is worked out beside its assertion from the rules of
 c10/cuda/CUDACachingAllocator.cpp: requests round to 512 B; <= 1 MiB goes to the small pool
@@ -8,18 +8,15 @@ large blocks split only if the request is below max_split_size and > 1 MiB remai
 
 import pytest
 
-from memgraph.allocator.cuda_caching import (
+from memgraph.allocator.caching_model import CachingAllocatorModel, OutOfMemoryError
+from memgraph.allocator.replay import replay
+from memgraph.facts.cuda_allocator import (
     AllocatorOptions,
-    CachingAllocatorModel,
-    OutOfMemoryError,
     get_allocation_size,
-    replay,
     round_size,
     roundup_power2_next_division,
 )
-
-KiB = 1 << 10
-MiB = 1 << 20
+from memgraph.units import KiB, MiB
 
 
 def snap(m):

@@ -1,6 +1,6 @@
 import pytest
 
-from memgraph.gpu.catalog import (
+from memgraph.facts.gpus import (
     GPUS,
     MiB,
     cublas_workspace_bytes_for,

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from memgraph.errors import MemgraphError
-from memgraph.spec.inputs import parse_input
+from memgraph.model_spec.inputs import parse_input
 
 
 def test_parse_input_shape_dtype_and_high():

@@ -9,15 +9,17 @@ import json
 import pytest
 import torch
 
-from memgraph.analysis.modality import module_modalities, modality_of
+from memgraph.model_spec.modality import module_modalities, modality_of
 from memgraph.api import analyze, measure
 from memgraph.errors import MemgraphError, TraceError
-from memgraph.spec.multimodal import IGNORE_INDEX, llava_image_tokens, qwen2_vl_grid, smart_resize
-from memgraph.spec.options import TrainingOptions
-from memgraph.spec.source import ModelSpec, resolve
+from memgraph.model_spec.multimodal_inputs import IGNORE_INDEX, llava_image_tokens, qwen2_vl_grid, smart_resize
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import ModelSpec, resolve
 from memgraph.trace.recorder import Recorder
-from memgraph.trace.run import PRECISION_DTYPE, build_model, trace_training
-from memgraph.trace.values import ShadowValues
+from memgraph.model_spec.build import build_model
+from memgraph.model_spec.options import PRECISION_DTYPE
+from memgraph.trace.tracer import trace_training
+from memgraph.trace.shadow_values import ShadowValues
 from tests.conftest import CONFIGS
 
 TOLERANCE = 0.02
@@ -77,11 +79,11 @@ def test_recorder_sees_answered_ops_once_with_their_outputs():
         idx = (ids == 3).nonzero()
         count = (ids == 3).sum().item()
     # each op once, none of the CPU work on the shadows
-    assert [o.op for o in rec.ops] == ["aten.eq.Scalar", "aten.nonzero.default", "aten.eq.Scalar",
+    assert [o.op for o in rec.log.ops] == ["aten.eq.Scalar", "aten.nonzero.default", "aten.eq.Scalar",
                                        "aten.sum.default", "aten._local_scalar_dense.default"]
     assert count == 4 and idx.shape == (4, 1)
-    nz = rec.ops[1]
-    assert rec.storages[nz.allocated[0]].shape == (4, 1)
+    nz = rec.log.ops[1]
+    assert rec.log.storages[nz.allocated[0]].shape == (4, 1)
 
 
 def test_value_dependent_op_without_values_names_op_and_module():
@@ -254,6 +256,6 @@ def test_trace_stores_modalities():
     spec = resolve(str(CONFIGS / "tiny-llava.json"))
     t = trace_training(spec, TrainingOptions(batch_size=1, seq_len=32, target="cpu", optimizer="sgd"))
     assert t.modalities["model.multi_modal_projector"] == "projector"
-    modules = {o.module for o in t.recorder.ops}
+    modules = {o.module for o in t.log.ops}
     assert {modality_of(p, t.modalities) for p in modules} >= {"vision encoder", "projector", "language model"}
     assert PRECISION_DTYPE["fp32"] == torch.float32

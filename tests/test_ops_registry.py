@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from memgraph.api import analyze, measure
-from memgraph.ops import cpu_workspace as cw
-from memgraph.ops.registry import REGISTRY, facts, register, unknown_ops, workspace_bytes
+from memgraph.facts.ops import cpu_workspace as cw
+from memgraph.facts.ops.registry import REGISTRY, facts, register, unknown_ops, workspace_bytes
 
 CONFIGS = Path(__file__).parent / "configs"
 A = torch.ops.aten

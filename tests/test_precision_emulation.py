@@ -7,13 +7,13 @@ from torch import nn
 
 from memgraph.api import analyze, measure
 from memgraph.errors import MemgraphError
-from memgraph.measure.setup import precision_context
-from memgraph.precision.emulate import RULES, AutocastStats, autocast_region
-from memgraph.precision.scaler import MetaGradScaler, make_scaler
-from memgraph.spec.options import TrainingOptions
-from memgraph.spec.source import resolve
+from memgraph.measure.real_step import precision_context
+from memgraph.trace.autocast_emulation import RULES, AutocastStats, autocast_region
+from memgraph.trace.grad_scaler import MetaGradScaler, make_scaler
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import resolve
 from memgraph.trace.recorder import FREE, Recorder
-from memgraph.trace.run import trace_training
+from memgraph.trace.tracer import trace_training
 from tests.conftest import CONFIGS
 
 BF16, F32 = 2, 4
@@ -38,14 +38,14 @@ def _linear_run(x_requires_grad=False, frozen=False, calls=2):
         with autocast_region(stats):
             ys = [lin(x) for _ in range(calls)]
         rec.enter(1, "after region")
-        exit_event = len(rec.events)
+        exit_event = len(rec.log.events)
         loss = sum(y.float().sum() for y in ys)
         rec.enter(1, "backward")
-        backward_event = len(rec.events)
+        backward_event = len(rec.log.events)
         if loss.requires_grad:
             loss.backward()
     rec.close()
-    casts = [s for s in rec.storages if s.name == "aten._to_copy.default" and s.phase == "forward"]
+    casts = [s for s in rec.log.storages if s.name == "aten._to_copy.default" and s.phase == "forward"]
     return rec, casts, ys, exit_event, backward_event, stats
 
 
@@ -60,11 +60,11 @@ def test_weight_cast_made_once_per_region_and_freed_at_region_exit():
     # the cache holds the weight copy until the region exits: its FREE is the last event before the
     # "after region" mark (x does not require grad, so mm saved x's copy, not W's)
     w = weight_casts[0]
-    assert w.free_event == exit_event - 1 and rec.events[w.free_event] == (FREE, w.sid)
+    assert w.free_event == exit_event - 1 and rec.log.events[w.free_event] == (FREE, w.sid)
     # the input copies are saved by mm for W's gradient: alive until backward
     assert all(s.free_event is not None and s.free_event > exit_event for s in input_casts)
     assert all(y.dtype == torch.bfloat16 for y in ys)
-    outputs = [s for s in rec.storages if s.name == "aten.mm.default" and s.phase == "forward"]
+    outputs = [s for s in rec.log.storages if s.name == "aten.mm.default" and s.phase == "forward"]
     assert [s.nbytes for s in outputs] == [Y_BF16] * 2
 
 
@@ -112,7 +112,7 @@ def test_policy_mapping_of_torch_level_functions():
         with rec:
             s = F.softmax(h, -1)  # CUDA half + dtype=float: _softmax(half_to_float) -- no float32 copy of h
         assert s.dtype == torch.float32
-        assert [(r.name, r.dtype) for r in rec.storages if r.origin == "op"] == [("aten._softmax.default", "float32")]
+        assert [(r.name, r.dtype) for r in rec.log.storages if r.origin == "op"] == [("aten._softmax.default", "float32")]
 
 
 def test_binary_cross_entropy_is_refused_as_on_a_gpu():
@@ -133,7 +133,7 @@ def test_pure_bf16_params_grads_and_adam_state_are_two_bytes_each():
     assert r.static == {"parameters": MLP_PARAMS * BF16, "buffers": 0, "gradients": MLP_PARAMS * BF16,
                         "optimizer_state": 2 * MLP_PARAMS * BF16}  # exp_avg + exp_avg_sq
     trace = trace_training(resolve(MLP), TrainingOptions(**opts))
-    roles = [s for s in trace.recorder.storages if s.role in ("gradient", "optimizer_state") or s.origin == "parameter"]
+    roles = [s for s in trace.log.storages if s.role in ("gradient", "optimizer_state") or s.origin == "parameter"]
     assert roles and all(s.dtype == "bfloat16" for s in roles)
     # the real CPU run of the same bf16 program agrees (up to the ~20 B of CPU scalars meta never sees)
     m = measure(MLP, device="cpu", **opts)
@@ -156,7 +156,7 @@ def test_fp16_mixed_step_runs_with_the_scaler_and_costs_its_tensors():
     assert fp16.by_category["optimizer_state"] == bf16.by_category["optimizer_state"] + 2 * BLOCK
 
     trace = trace_training(resolve(MLP), TrainingOptions(precision="fp16-mixed", **opts))
-    it2 = [s for s in trace.recorder.storages if s.iteration == 2 and s.origin == "op"]
+    it2 = [s for s in trace.log.storages if s.iteration == 2 and s.origin == "op"]
     optimizer_scalars = [(s.name, s.dtype) for s in it2 if s.phase == "optimizer" and s.nbytes <= 8]
     assert optimizer_scalars == [
         ("aten._to_copy.default", "float64"), ("aten.reciprocal.default", "float64"),  # _scale.double().reciprocal()
@@ -164,7 +164,7 @@ def test_fp16_mixed_step_runs_with_the_scaler_and_costs_its_tensors():
         ("aten.full.default", "float32"),  # found_inf
         ("aten._to_copy.default", "float32"), ("aten._to_copy.default", "float32"),  # per-device copies
     ]
-    ops = [o.op for o in trace.recorder.ops if o.iteration == 2]
+    ops = [o.op for o in trace.log.ops if o.iteration == 2]
     assert ops.count("aten._amp_foreach_non_finite_check_and_unscale_.default") == 1
     assert ops.count("aten._amp_update_scale_.default") == 1
     casts = [s for s in it2 if s.name == "aten._to_copy.default" and s.phase == "forward"]

@@ -22,8 +22,8 @@ def test_views_and_inplace_ops_allocate_nothing():
         x.transpose(0, 1).add_(1)
 
     rec = _run(body)
-    assert [k for k, _ in rec.events] == [ALLOC]  # only the registered input
-    assert len(rec.ops) == 4
+    assert [k for k, _ in rec.log.events] == [ALLOC]  # only the registered input
+    assert len(rec.log.ops) == 4
 
 
 def test_temporary_is_freed_when_its_last_reference_goes():
@@ -36,9 +36,9 @@ def test_temporary_is_freed_when_its_last_reference_goes():
         del a
 
     rec = _run(body)
-    kinds = [(k, rec.storages[s].name) for k, s in rec.events]
+    kinds = [(k, rec.log.storages[s].name) for k, s in rec.log.events]
     assert kinds == [(ALLOC, "x"), (ALLOC, "aten.mul.Tensor"), (ALLOC, "aten.add.Tensor"), (FREE, "aten.mul.Tensor")]
-    assert rec.storages[2].nbytes == 8 * 8 * 4
+    assert rec.log.storages[2].nbytes == 8 * 8 * 4
 
 
 def test_logits_held_by_the_loop_stay_alive_through_backward():

@@ -5,9 +5,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from memgraph.analysis.result import ModuleRow, Peak, Result, TensorRow, TimelinePoint
-from memgraph.report.html import render_html
-from memgraph.report.units import human_bytes
+from memgraph.analysis.result import SCHEMA_VERSION, ModuleRow, Peak, Result, TensorRow, TimelinePoint
+from memgraph.render.html import render_html
+from memgraph.units import human_bytes
 
 VOID = {"meta", "br", "wbr", "hr", "img", "input", "link", "col", "area", "base", "source", "track", "embed", "param"}
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -29,10 +29,11 @@ def _result() -> Result:
                 for i, ph in enumerate(phases)]
     timeline += [TimelinePoint(event=10 + p.event, bytes=p.bytes + 1000, iteration=2, phase=p.phase)
                  for p in timeline[1:]]
-    modules = [ModuleRow("fc1", 1000, 1000, 4000, 24000, 40000),
-               ModuleRow("blocks.0.<b>attn</b>", 0, 0, 0, 1024, 4096)]
+    modules = [ModuleRow(module="fc1", parameters=1000, trainable_parameters=1000, parameter_bytes=4000,
+                         saved_activation_bytes=24000, peak_bytes=40000),
+               ModuleRow(module="blocks.0.<b>attn</b>", saved_activation_bytes=1024, peak_bytes=4096)]
     return Result(
-        schema_version=1, model="tests.fixtures.nets:<script>mlp</script>", target="cuda",
+        schema_version=SCHEMA_VERSION, model="tests.fixtures.nets:<script>mlp</script>", target="cuda",
         metric="torch.cuda.max_memory_allocated",
         options={"batch_size": 2, "precision": "fp32", "optimizer": "adamw", "gradient_checkpointing": False,
                  "image_size": None, "freeze": []},
@@ -40,7 +41,7 @@ def _result() -> Result:
         static={"parameters": 4000, "buffers": 0, "gradients": 4000, "optimizer_state": 8000},
         first_iteration_peak=_peak(1_234_567, 1, 8), steady_state_peak=_peak(2_345_678, 2, 16),
         modules=modules, timeline=timeline, iteration_starts=[1, 10], trace_seconds=0.5, analysis_seconds=0.01,
-        ops={"count": 20, "graph_nodes": 25, "unknown": {"aten.<i>weird</i>": 3}},
+        ops={"count": 20, "unknown": {"aten.<i>weird</i>": 3}},
         versions={"memgraph": "0.1.0", "torch": "2.4.0"}, notes=["a note with & ampersand"],
     )
 
@@ -148,7 +149,7 @@ def test_timeline_markers(page):
 
 def test_empty_optional_parts():
     r = _result()
-    r.timeline, r.ops, r.notes, r.modules = [], {"count": 0, "graph_nodes": 0, "unknown": {}}, [], []
+    r.timeline, r.ops, r.notes, r.modules = [], {"count": 0, "unknown": {}}, [], []
     page = render_html(r)
     assert "No timeline recorded" in page and "no registry entry" not in page
     checker = _Checker()

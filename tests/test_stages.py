@@ -9,9 +9,9 @@ import pytest
 
 from memgraph.api import analyze
 from memgraph.errors import MemgraphError
-from memgraph.spec.options import TrainingOptions
-from memgraph.spec.source import resolve
-from memgraph.trace.run import build_model
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import resolve
+from memgraph.model_spec.build import build_model
 from tests.conftest import CONFIGS
 
 LLAVA = str(CONFIGS / "tiny-llava.json")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memgraph.validate import Row, render_markdown, summarize, validate
+from memgraph.validation import Row, render_markdown, summarize, validate
 
 GROUNDTRUTH = Path(__file__).parent.parent / "reports" / "groundtruth"
 CPU_MAPE_BOUND = 0.5  # percent; measured 0.0x% on the stored records

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: module rows at every path with all Totals fields; ops without graph_nodes
 
 
 @dataclass
@@ -38,15 +38,31 @@ class Peak:
 
 
 @dataclass
-class ModuleRow:
-    """Per-module totals, modules aggregated to the report depth."""
+class Totals:
+    """Bytes and counts of one group of storages (the whole model, a module, a modality)."""
 
-    module: str
-    parameters: int  # number of parameter elements
-    trainable_parameters: int
-    parameter_bytes: int
-    saved_activation_bytes: int  # saved for backward in the module's forward, one iteration
-    peak_bytes: int  # bytes alive at the steady-state peak attributed to the module
+    parameters: int = 0  # number of parameter elements
+    trainable_parameters: int = 0
+    parameter_bytes: int = 0
+    buffer_bytes: int = 0
+    gradient_bytes: int = 0  # one iteration's gradients
+    optimizer_state_bytes: int = 0  # held at the end of the run
+    saved_activation_bytes: int = 0  # saved for backward in the group's forward, one iteration
+    peak_bytes: int = 0  # alive at the steady-state peak
+
+
+@dataclass
+class ModuleRow(Totals):
+    """Totals of one module path (every path in the result; renderers sum them to ``--depth``)."""
+
+    module: str = ""
+
+
+@dataclass
+class ModalityRow(Totals):
+    """Totals of one modality group (model_spec/modality.py); the rows add up to the totals."""
+
+    modality: str = ""
 
 
 @dataclass
@@ -71,16 +87,16 @@ class Result:
     static: dict[str, int]  # steady-state bytes of parameters, buffers, gradients, optimizer state
     first_iteration_peak: Peak
     steady_state_peak: Peak
-    modules: list[ModuleRow]
+    modules: list[ModuleRow]  # every module path; renderers sum them to --depth
     timeline: list[TimelinePoint]
     iteration_starts: list[int]  # event index where each iteration starts
-    ops: dict  # {"count": int, "graph_nodes": int, "unknown": {op: count}}
+    ops: dict  # {"count": int, "unknown": {op: count}}
     trace_seconds: float
     analysis_seconds: float
     versions: dict[str, str]
     notes: list[str] = field(default_factory=list)
-    device: dict | None = None  # cuda target: reserved and device-total peaks, fit (analysis/device.py)
-    modalities: list = field(default_factory=list)  # ModalityRow per modality group (analysis/modality_table.py)
+    device: dict | None = None  # cuda target: reserved and device-total peaks, fit (allocator/replay.py)
+    modalities: list[ModalityRow] = field(default_factory=list)  # one row per modality group
     peak_modality: str = ""  # modality of the module running at the steady-state peak
     phase_peaks: list = field(default_factory=list)  # Peak of each phase of the last iteration, in order
 

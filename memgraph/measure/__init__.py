@@ -7,9 +7,9 @@ import sys
 
 import torch
 
-from ..errors import MemgraphError
-from ..spec.options import TrainingOptions
-from ..spec.source import ModelSpec
+from memgraph.errors import MemgraphError
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import ModelSpec
 
 MEASUREMENT_SCHEMA = 1
 
@@ -20,9 +20,9 @@ def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str, snapsho
         if snapshot is not None:
             raise MemgraphError(f"--snapshot {snapshot!r} records the CUDA allocator's history: "
                                 "use it with --device cuda")
-        from .cpu import measure_cpu as run
+        from memgraph.measure.cpu import measure_cpu as run
     elif device == "cuda":
-        from .cuda import measure_cuda
+        from memgraph.measure.cuda import measure_cuda
 
         def run(spec, opts):
             return measure_cuda(spec, opts, snapshot)
@@ -49,7 +49,7 @@ def environment() -> dict:
         env["transformers"] = transformers.__version__
     except ImportError:
         pass
-    from .. import __version__
+    from memgraph.version import __version__
 
     env["memgraph"] = __version__
     return env

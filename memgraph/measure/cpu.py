@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import gc
 
-import torch
 from torch.profiler import record_function
 
-from ..spec.options import TrainingOptions
-from ..spec.source import ModelSpec
-from ..spec.tasks import loss_from_outputs
-from ..trace.step import train_iteration
-from .profiler import memory_profile
-from .setup import build_run
-
-MEMORY_EVENT = "[memory]"  # name torch.profiler gives allocator events (profile_memory=True)
+from memgraph.cpu_profiler import cpu_memory_events, memory_profile
+from memgraph.measure.real_step import build_run
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import ModelSpec
+from memgraph.model_spec.tasks import loss_from_outputs
+from memgraph.trace.training_step import train_iteration
 
 
 def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
@@ -26,17 +23,13 @@ def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
             with record_function(f"memgraph_iteration_{it}"):
                 train_iteration(model, batch, loss_from_outputs, optimizer, loop=opts.loop)
         del model, batch, optimizer
-    return {"optimizer_impl": impl, "iterations": _per_iteration(prof.profiler.kineto_results.events(), opts.iterations)}
+    return {"optimizer_impl": impl, "iterations": _per_iteration(prof, opts.iterations)}
 
 
-def _per_iteration(events, iterations: int) -> list[dict]:
-    memory, ranges = [], {}
-    for e in events:
-        if e.name() == MEMORY_EVENT and e.device_type() == torch.autograd.DeviceType.CPU:
-            memory.append((e.start_ns(), e.nbytes()))
-        elif e.name().startswith("memgraph_iteration_"):
-            ranges[int(e.name().rsplit("_", 1)[1])] = (e.start_ns(), e.end_ns())
-    memory.sort(key=lambda m: m[0])  # stable: same-time events keep their recorded order
+def _per_iteration(prof, iterations: int) -> list[dict]:
+    memory = cpu_memory_events(prof)
+    ranges = {int(e.name().rsplit("_", 1)[1]): (e.start_ns(), e.end_ns())
+              for e in prof.profiler.kineto_results.events() if e.name().startswith("memgraph_iteration_")}
     out = []
     for it in range(1, iterations + 1):
         lo, hi = ranges[it]

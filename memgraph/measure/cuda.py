@@ -6,12 +6,12 @@ import subprocess
 
 import torch
 
-from ..errors import MemgraphError
-from ..spec.options import TrainingOptions
-from ..spec.source import ModelSpec
-from ..spec.tasks import loss_from_outputs
-from ..trace.step import train_iteration
-from .setup import build_run, precision_context
+from memgraph.errors import MemgraphError
+from memgraph.measure.real_step import build_run, precision_context
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import ModelSpec
+from memgraph.model_spec.tasks import loss_from_outputs
+from memgraph.trace.training_step import train_iteration
 
 NVIDIA_SMI_QUERY = "name,driver_version,memory.total,memory.used"
 

@@ -1,0 +1,77 @@
+"""From a trace to a :class:`Result`: the analysis passes, in order.
+
+categorize -> allocated sizes -> liveness -> peaks (first iteration, steady state, each phase)
+-> one group-by (totals, per module, per modality) -> timeline. Each pass reads the event log
+(and the earlier passes' plain outputs) and nothing else. The cuda target's allocator replay
+(reserved, device total) comes after, in :mod:`memgraph.allocator.replay`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from memgraph.analysis.categorize import categorize
+from memgraph.analysis.group_by import group_by, module_rows
+from memgraph.analysis.liveness import alive_after, argmax_in, live_bytes
+from memgraph.analysis.peaks import Locator, peak_at, phase_peaks
+from memgraph.analysis.result import SCHEMA_VERSION, ModalityRow, Result
+from memgraph.analysis.timeline import timeline
+from memgraph.facts.cuda_allocator import ALLOCATED_SIZE
+from memgraph.facts.ops.registry import unknown_ops
+from memgraph.model_spec.modality import SHARED
+from memgraph.trace.tracer import Trace
+from memgraph.version import __version__
+
+METRIC = {"cuda": "torch.cuda.max_memory_allocated", "cpu": "peak of CPU allocator bytes (torch.profiler)"}
+
+
+def summarize(trace: Trace, model_name: str, options: dict, target: str) -> Result:
+    start = time.perf_counter()
+    log = trace.log
+    categorize(log)
+    sizes = [ALLOCATED_SIZE[target](s.nbytes) for s in log.storages]
+    live = live_bytes(log.events, sizes)
+    bounds = trace.iteration_bounds
+    where = Locator(log)
+    first = peak_at(log, live, sizes, where, argmax_in(live, *bounds[0]))
+    steady_index = argmax_in(live, bounds[1][0], bounds[-1][1])
+    alive = alive_after(log.events, steady_index)
+    steady = peak_at(log, live, sizes, where, steady_index, alive)
+    last = len(bounds)
+
+    def totals_by(key):
+        return group_by(log, sizes, key, alive, trace.trainable_sids, last)
+
+    total = totals_by(lambda module: "")[""]
+    modalities = totals_by(lambda module: trace.modalities.get(module, SHARED))
+    return Result(
+        schema_version=SCHEMA_VERSION, model=model_name, target=target, metric=METRIC[target],
+        options=options, batch=trace.batch, optimizer_impl=trace.optimizer_impl,
+        parameters=trace.parameter_count, trainable_parameters=trace.trainable_parameter_count,
+        static={"parameters": total.parameter_bytes, "buffers": total.buffer_bytes,
+                "gradients": total.gradient_bytes, "optimizer_state": total.optimizer_state_bytes},
+        first_iteration_peak=first, steady_state_peak=steady,
+        modules=module_rows(totals_by(lambda module: module)),
+        timeline=timeline(where, live),
+        iteration_starts=[lo for lo, _ in bounds],
+        ops={"count": len(log.ops), "unknown": dict(unknown_ops(o.op for o in log.ops))},
+        trace_seconds=round(trace.seconds, 3), analysis_seconds=round(time.perf_counter() - start, 3),
+        versions=_versions(), notes=list(trace.notes),
+        modalities=[ModalityRow(modality=m, **vars(t)) for m, t in
+                    sorted(modalities.items(), key=lambda kv: (kv[0] == SHARED, kv[0]))],
+        peak_modality=trace.modalities.get(steady.module, SHARED),
+        phase_peaks=phase_peaks(log, live, sizes, where, bounds[-1]),
+    )
+
+
+def _versions() -> dict[str, str]:
+    out = {"memgraph": __version__, "torch": torch.__version__}
+    try:
+        import transformers
+
+        out["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    return out

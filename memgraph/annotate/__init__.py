@@ -1,1 +1,0 @@
-"""Annotate: give every storage a memory category."""

@@ -1,0 +1,88 @@
+"""Input tensors of a training batch: declared as specs, made on any device.
+
+A spec is parsed from ``--input "name=dtype[d0,d1,...]"`` (integers may add ``<HIGH``,
+e.g. ``ids=int64[8,512]<32000``, to draw values in [0, HIGH) when the step runs for real)
+or produced by a task (``tasks.py``) from the model config.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from memgraph.errors import MemgraphError
+
+DTYPES = {
+    "float32": torch.float32, "float": torch.float32, "fp32": torch.float32,
+    "float16": torch.float16, "half": torch.float16, "fp16": torch.float16,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float64": torch.float64, "double": torch.float64,
+    "int64": torch.int64, "long": torch.int64, "int32": torch.int32, "int": torch.int32,
+    "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}
+DEFAULT_INT_HIGH = 2  # values drawn from [0, 2): valid class labels and token ids for any model
+
+_SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([A-Za-z0-9]+)\s*\[\s*([0-9,\s]*)\]\s*(?:<\s*(\d+))?\s*$")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    high: int | None = None  # integer inputs: values in [0, high) when made for real
+
+    def make(self, device: str | torch.device, generator: torch.Generator | None = None) -> torch.Tensor:
+        """An input tensor: uninitialised on meta, random on a real device."""
+        if torch.device(device).type == "meta":
+            return torch.empty(self.shape, dtype=self.dtype, device=device)
+        if self.dtype.is_floating_point:
+            return torch.randn(self.shape, dtype=self.dtype, generator=generator).to(device)
+        if self.dtype == torch.bool:
+            return torch.ones(self.shape, dtype=torch.bool, device=device)
+        high = self.high or DEFAULT_INT_HIGH
+        return torch.randint(0, high, self.shape, dtype=self.dtype, generator=generator).to(device)
+
+    def describe(self) -> str:
+        dims = ",".join(str(d) for d in self.shape)
+        return f"{self.name}={str(self.dtype).removeprefix('torch.')}[{dims}]"
+
+
+def parse_input(text: str) -> InputSpec:
+    """Parse ``name=dtype[d0,d1,...]`` (optionally ``<HIGH``); errors name the bad text."""
+    m = _SPEC.match(text)
+    if not m:
+        raise MemgraphError(
+            f"--input {text!r} does not parse: write name=dtype[d0,d1,...], e.g. x=float32[32,3,224,224]"
+        )
+    name, dtype_name, dims, high = m.groups()
+    if dtype_name.lower() not in DTYPES:
+        raise MemgraphError(
+            f"--input {text!r}: unknown dtype {dtype_name!r}; use one of {', '.join(sorted(set(DTYPES)))}"
+        )
+    try:
+        shape = tuple(int(d) for d in dims.split(",") if d.strip())
+    except ValueError:
+        raise MemgraphError(f"--input {text!r}: dimensions must be integers") from None
+    if any(d <= 0 for d in shape):
+        raise MemgraphError(f"--input {text!r}: every dimension must be >= 1")
+    dtype = DTYPES[dtype_name.lower()]
+    if high is not None and (dtype.is_floating_point or dtype == torch.bool):
+        raise MemgraphError(f"--input {text!r}: '<HIGH' applies to integer inputs only")
+    return InputSpec(name, shape, dtype, int(high) if high else None)
+
+
+@dataclass(frozen=True)
+class Batch:
+    inputs: tuple[InputSpec, ...]
+    constants: dict  # non-tensor keyword arguments (e.g. return_loss=True)
+    positional: bool = False  # pass the inputs as forward(*inputs) (callables) instead of by name
+
+    def make(self, device, generator=None) -> tuple[tuple, dict]:
+        """(args, kwargs) for ``model(*args, **kwargs)``, tensors made on ``device``."""
+        tensors = [(s.name, s.make(device, generator)) for s in self.inputs]
+        if self.positional:
+            return tuple(t for _, t in tensors), dict(self.constants)
+        return (), {**dict(tensors), **self.constants}

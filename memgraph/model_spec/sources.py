@@ -1,0 +1,128 @@
+"""Resolve what the user named into a buildable model: zoo name, config.json / folder, or module:function."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from memgraph.errors import MemgraphError
+from memgraph.model_spec import zoo
+from memgraph.model_spec.inputs import Batch, parse_input
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.tasks import TASKS, task_for_class
+
+
+@dataclass
+class ModelSpec:
+    """A model we can build on any device, and the batch it trains on."""
+
+    name: str
+    source: str  # "zoo" | "config" | "callable"
+    task: str  # a key of tasks.TASKS, or "custom"
+    defaults: dict = field(default_factory=dict)
+    config: object | None = None  # transformers PretrainedConfig
+    model_class: str | None = None
+    factory: Callable[[], torch.nn.Module] | None = None  # for callables
+
+    def build(self, opts: TrainingOptions, dtype: torch.dtype) -> torch.nn.Module:
+        """Build the model on the current default device (call under ``torch.device(...)``)."""
+        if self.factory is not None:
+            model = self.factory()
+            if not isinstance(model, torch.nn.Module):
+                raise MemgraphError(f"{self.name} returned {type(model).__name__}, not a torch.nn.Module")
+            return model.to(dtype=dtype) if dtype != torch.float32 else model
+        import transformers
+
+        cls = getattr(transformers, self.model_class, None)
+        if cls is None:
+            raise MemgraphError(
+                f"transformers {transformers.__version__} has no class {self.model_class!r}: "
+                "upgrade transformers or fix 'architectures' in the config"
+            )
+        return cls._from_config(self.config, attn_implementation=opts.attn_implementation, dtype=dtype)
+
+    def batch(self, opts: TrainingOptions, float_dtype: torch.dtype) -> Batch:
+        if self.task == "custom":
+            if not opts.inputs:
+                raise MemgraphError(f"{self.name} is a callable model: describe its inputs with --input name=dtype[dims]")
+            return Batch(tuple(parse_input(s) for s in opts.inputs), {}, positional=True)
+        if opts.inputs:
+            specs = tuple(parse_input(s) for s in opts.inputs)
+            return Batch(specs, {})
+        return TASKS[self.task](self.config, opts, self.defaults, float_dtype)
+
+
+def resolve(ref: str) -> ModelSpec:
+    """Turn a zoo name, a config.json path / model folder, or ``module:function`` into a ModelSpec."""
+    path = Path(ref)
+    if path.exists():
+        return _from_config_path(path)
+    if ":" in ref and not ref.endswith(".json"):
+        return _from_callable(ref)
+    if ref.endswith(".json") or "/" in ref:
+        raise MemgraphError(f"config file {ref!r} not found: pass an existing config.json or model folder")
+    entry = zoo.get(ref)
+    return ModelSpec(
+        name=entry.name, source="zoo", task=entry.task, defaults=dict(entry.defaults),
+        config=_make_config(dict(entry.config), entry.name), model_class=entry.model_class,
+    )
+
+
+def _make_config(data: dict, where: str):
+    from transformers import AutoConfig
+
+    model_type = data.pop("model_type", None)
+    if not model_type:
+        raise MemgraphError(f"{where}: config has no 'model_type': it is not a transformers config.json")
+    try:
+        return AutoConfig.for_model(model_type, **data)
+    except ValueError as e:
+        raise MemgraphError(f"{where}: model_type {model_type!r} is not known to transformers ({e})") from None
+
+
+def _from_config_path(path: Path) -> ModelSpec:
+    file = path / "config.json" if path.is_dir() else path
+    if not file.is_file():
+        raise MemgraphError(f"model folder {str(path)!r} has no config.json: pass the config file itself")
+    try:
+        data = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise MemgraphError(f"config {str(file)!r} is not valid JSON ({e}): fix or re-download it") from None
+    if not isinstance(data, dict):
+        raise MemgraphError(f"config {str(file)!r} is not a JSON object: pass a transformers config.json")
+    architectures = data.get("architectures") or []
+    if not architectures:
+        raise MemgraphError(
+            f"config {str(file)!r} names no 'architectures': add e.g. \"architectures\": [\"LlamaForCausalLM\"]"
+        )
+    cls = architectures[0]
+    task = task_for_class(cls)
+    if task is None:
+        raise MemgraphError(
+            f"config {str(file)!r}: no training task known for {cls!r}; supported heads: *ForCausalLM, "
+            "*LMHeadModel, *ForMaskedLM, *ForImageClassification, T5/Bart/Whisper, CLIP/SigLIP, LLaVA/Qwen2-VL"
+        )
+    return ModelSpec(name=str(file), source="config", task=task, config=_make_config(data, str(file)),
+                     model_class=cls)
+
+
+def _from_callable(ref: str) -> ModelSpec:
+    module_name, _, func_name = ref.partition(":")
+    if not module_name or not func_name.isidentifier():
+        raise MemgraphError(f"model {ref!r} is not module:function, a zoo name, or an existing config path")
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # let users name modules in the current directory
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise MemgraphError(f"cannot import module {module_name!r} for {ref!r}: {e}") from None
+    factory = getattr(module, func_name, None)
+    if not callable(factory):
+        raise MemgraphError(f"module {module_name!r} has no callable {func_name!r}")
+    return ModelSpec(name=ref, source="callable", task="custom", factory=factory)

@@ -1,0 +1,140 @@
+"""Training tasks: which inputs a model takes and which loss it trains on.
+
+Each task maps (model config, options, zoo defaults) to input specs, and model outputs to
+the loss. Transformers heads compute their loss themselves when given labels.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from memgraph.errors import MemgraphError
+from memgraph.model_spec.inputs import Batch, InputSpec
+from memgraph.model_spec.multimodal_inputs import image_text_to_text
+from memgraph.model_spec.options import TrainingOptions
+
+LONG = torch.int64
+# Whisper's feature extractor: 16 kHz audio, hop length 160 samples -> 100 frames per second.
+WHISPER_FRAMES_PER_SECOND = 100
+
+
+def _text(cfg):
+    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+
+
+def _need(value, label: str, flag: str):
+    if value is None:
+        raise MemgraphError(f"no default {label} for this model: pass {flag}")
+    return value
+
+
+def _seq(cfg, opts: TrainingOptions, defaults: dict) -> int:
+    return _need(opts.seq_len or defaults.get("seq_len"), "sequence length", "--seq-len")
+
+
+def _image(cfg, opts: TrainingOptions, defaults: dict) -> int:
+    vision = getattr(cfg, "vision_config", cfg)
+    size = _need(opts.image_size or defaults.get("image_size") or getattr(vision, "image_size", None),
+                 "image size", "--image-size")
+    if isinstance(size, tuple):  # --image-size HxW
+        if size[0] != size[1]:
+            raise MemgraphError(f"this model takes square images, got --image-size {size[0]}x{size[1]}: pass --image-size N")
+        size = size[0]
+    return size
+
+
+def _pixels(cfg, opts, defaults, dtype) -> InputSpec:
+    vision = getattr(cfg, "vision_config", cfg)
+    size = _image(cfg, opts, defaults)
+    channels = getattr(vision, "num_channels", 3)
+    return InputSpec("pixel_values", (opts.batch_size, channels, size, size), dtype)
+
+
+def causal_lm(cfg, opts, defaults, dtype) -> Batch:
+    b, s, vocab = opts.batch_size, _seq(cfg, opts, defaults), _text(cfg).vocab_size
+    return Batch((InputSpec("input_ids", (b, s), LONG, vocab), InputSpec("labels", (b, s), LONG, vocab)), {})
+
+
+def seq2seq_lm(cfg, opts, defaults, dtype) -> Batch:
+    b, s, vocab = opts.batch_size, _seq(cfg, opts, defaults), cfg.vocab_size
+    t = opts.target_len or defaults.get("target_len", s)
+    return Batch((InputSpec("input_ids", (b, s), LONG, vocab), InputSpec("labels", (b, t), LONG, vocab)), {})
+
+
+def image_classification(cfg, opts, defaults, dtype) -> Batch:
+    labels = InputSpec("labels", (opts.batch_size,), LONG, cfg.num_labels)
+    return Batch((_pixels(cfg, opts, defaults, dtype), labels), {})
+
+
+def contrastive(cfg, opts, defaults, dtype) -> Batch:
+    text = cfg.text_config
+    s = opts.seq_len or defaults.get("seq_len") or text.max_position_embeddings
+    ids = InputSpec("input_ids", (opts.batch_size, s), LONG, text.vocab_size)
+    return Batch((ids, _pixels(cfg, opts, defaults, dtype)), {"return_loss": True})
+
+
+def speech_seq2seq(cfg, opts, defaults, dtype) -> Batch:
+    seconds = _need(opts.audio_seconds or defaults.get("audio_seconds"), "audio length", "--audio-seconds")
+    frames = round(seconds * WHISPER_FRAMES_PER_SECOND)
+    expected = 2 * cfg.max_source_positions  # the conv stem halves the frames into positions
+    if frames != expected:
+        raise MemgraphError(
+            f"audio length {seconds:g} s gives {frames} frames but this Whisper model takes exactly "
+            f"{expected} ({expected / WHISPER_FRAMES_PER_SECOND:g} s, padded as the processor does): "
+            f"pass --audio-seconds {expected / WHISPER_FRAMES_PER_SECOND:g}"
+        )
+    b = opts.batch_size
+    t = opts.target_len or defaults.get("target_len", 448)
+    feats = InputSpec("input_features", (b, cfg.num_mel_bins, frames), dtype)
+    return Batch((feats, InputSpec("labels", (b, t), LONG, cfg.vocab_size)), {})
+
+
+TASKS: dict[str, Callable] = {
+    "causal-lm": causal_lm,
+    "masked-lm": causal_lm,  # same tensors: input_ids and labels of the same length
+    "seq2seq-lm": seq2seq_lm,
+    "image-classification": image_classification,
+    "contrastive": contrastive,
+    "speech-seq2seq": speech_seq2seq,
+    "image-text-to-text": image_text_to_text,  # LLaVA, Qwen2-VL (multimodal.py)
+}
+
+# Transformers class-name endings -> task, for config.json files without a zoo entry.
+_CLASS_SUFFIXES = (
+    ("ForCausalLM", "causal-lm"), ("LMHeadModel", "causal-lm"), ("ForMaskedLM", "masked-lm"),
+    ("ForImageClassification", "image-classification"),
+)
+_CLASS_TASKS = {
+    "T5ForConditionalGeneration": "seq2seq-lm", "BartForConditionalGeneration": "seq2seq-lm",
+    "MT5ForConditionalGeneration": "seq2seq-lm", "WhisperForConditionalGeneration": "speech-seq2seq",
+    "CLIPModel": "contrastive", "SiglipModel": "contrastive",
+    "LlavaForConditionalGeneration": "image-text-to-text", "Qwen2VLForConditionalGeneration": "image-text-to-text",
+}
+
+
+def task_for_class(class_name: str) -> str | None:
+    if class_name in _CLASS_TASKS:
+        return _CLASS_TASKS[class_name]
+    for suffix, task in _CLASS_SUFFIXES:
+        if class_name.endswith(suffix):
+            return task
+    return None
+
+
+def loss_from_outputs(outputs) -> torch.Tensor:
+    """The loss: a scalar output, ``outputs.loss`` / ``outputs["loss"]``, or the sum of the output."""
+    if isinstance(outputs, torch.Tensor):
+        return outputs if outputs.dim() == 0 else outputs.sum()
+    loss = getattr(outputs, "loss", None)
+    if loss is None and isinstance(outputs, dict):
+        loss = outputs.get("loss")
+    if loss is None and isinstance(outputs, (tuple, list)) and outputs and isinstance(outputs[0], torch.Tensor):
+        return loss_from_outputs(outputs[0])
+    if not isinstance(loss, torch.Tensor):
+        raise MemgraphError(
+            f"cannot find a loss in the model output of type {type(outputs).__name__}: return a scalar "
+            "tensor, or an object with a .loss tensor"
+        )
+    return loss

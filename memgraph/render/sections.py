@@ -1,0 +1,146 @@
+"""The report's content as titled tables, shared by the terminal and markdown renderers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memgraph.analysis.group_by import at_depth
+from memgraph.analysis.result import Peak, Result
+from memgraph.units import human_bytes, share
+
+PHASE_NOTE = "steady state (iteration >= 2) is what a long run needs; iteration 1 also creates the optimizer state"
+
+
+@dataclass
+class Section:
+    title: str
+    lines: list[str] = field(default_factory=list)  # prose lines before the table
+    headers: list[str] = field(default_factory=list)
+    rows: list[list] = field(default_factory=list)
+
+
+def where(p: Peak) -> str:
+    module = p.module or "(top level)"
+    return f"iteration {p.iteration}, {p.phase}, module {module}, op {p.op or '-'}"
+
+
+def summary(r: Result) -> Section:
+    o = r.options
+    lines = [
+        f"model: {r.model}",
+        f"target: {r.target} (predicts {r.metric})",
+        f"batch: {', '.join(r.batch)}",
+        f"precision {o['precision']}, optimizer {o['optimizer']} ({r.optimizer_impl}), "
+        f"attention {o['attn_implementation']}, gradient checkpointing {'on' if o['gradient_checkpointing'] else 'off'}, "
+        f"{o['loop']} loop" + (f", stage {o['stage']}" if o["stage"] else ""),
+        f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)",
+        "",
+        f"steady-state peak:   {human_bytes(r.steady_state_peak.bytes)} ({r.steady_state_peak.bytes:,} B) at "
+        f"{where(r.steady_state_peak)}",
+        f"first-iteration peak: {human_bytes(r.first_iteration_peak.bytes)} ({r.first_iteration_peak.bytes:,} B) at "
+        f"{where(r.first_iteration_peak)}",
+    ]
+    if r.device:
+        lines += device_lines(r)
+    return Section("memgraph analyze", lines)
+
+
+def device_lines(r: Result) -> list[str]:
+    """The three peaks of the cuda target, each labelled with the counter it predicts, and the fit."""
+    d = r.device
+    conf = f", PYTORCH_CUDA_ALLOC_CONF={d['allocator_options']}" if d["allocator_options"] else ""
+    lines = [
+        "",
+        f"On {d['gpu_name']} ({human_bytes(d['capacity_bytes'])}{conf}), steady state:",
+        f"  allocated     {human_bytes(r.steady_state_peak.bytes):>12}  torch.cuda.max_memory_allocated",
+        f"  reserved      {human_bytes(d['steady_state_reserved']):>12}  torch.cuda.max_memory_reserved "
+        f"({d['segments']} segments)",
+        f"  device total  {human_bytes(d['steady_state_device_total']):>12}  nvidia-smi (reserved + "
+        f"{human_bytes(d['context_bytes'])} CUDA context, estimated)",
+    ]
+    if d["fits"]:
+        lines.append(f"fits: yes, {human_bytes(d['headroom_bytes'])} headroom")
+    else:
+        lines.append(f"fits: NO, needs {human_bytes(d['steady_state_device_total'])} of {human_bytes(d['capacity_bytes'])}"
+                     + (f"; the caching allocator runs out at event {d['oom_event']}" if d["oom_event"] is not None else ""))
+    return lines
+
+
+def breakdown(p: Peak) -> Section:
+    rows = [[cat, human_bytes(b), f"{b:,}", share(b, p.bytes)] for cat, b in p.by_category.items() if b]
+    rows.append(["total", human_bytes(p.bytes), f"{p.bytes:,}", share(p.bytes, p.bytes)])
+    lines = []
+    if p.held_past_last_use_bytes:
+        lines.append(f"{human_bytes(p.held_past_last_use_bytes)} of it is held past its last use "
+                     "(alive at the peak although no later op reads it).")
+    return Section("Alive at the steady-state peak", lines, ["category", "size", "bytes", "share"], rows)
+
+
+def phase_peaks(r: Result) -> Section | None:
+    """Each phase's own peak: what the step peak becomes if another phase gets cheaper."""
+    if not r.phase_peaks:
+        return None
+    cats = [c for c in r.phase_peaks[0].by_category if any(p.by_category.get(c) for p in r.phase_peaks)]
+    rows = [[p.phase, human_bytes(p.bytes), *(human_bytes(p.by_category.get(c, 0)) for c in cats),
+             p.module or "(top level)"] for p in r.phase_peaks]
+    lines = [f"iteration {r.phase_peaks[0].iteration}: the highest point of each phase, what is alive there, "
+             "and the module running."]
+    return Section("Peak of each phase", lines, ["phase", "peak", *(SHORT.get(c, c) for c in cats), "module"], rows)
+
+
+SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "opt state",
+         "autocast_cache": "cast cache", "activations": "saved act.", "temporaries": "temps", "workspaces": "workspace"}
+
+
+def top_tensors(p: Peak) -> Section:
+    rows = [[t.category, t.name, t.module or "-", f"{t.phase}/{t.iteration}", "x".join(map(str, t.shape)) or "scalar",
+             t.dtype, human_bytes(t.bytes), "yes" if t.held_past_last_use else ""] for t in p.top_tensors]
+    return Section("Largest tensors at the steady-state peak", [],
+                   ["category", "name / op", "module", "made in", "shape", "dtype", "size", "past last use"], rows)
+
+
+def modules(r: Result, depth: int) -> Section:
+    """Per-module rows summed to ``depth`` path parts, and their total."""
+    rows = [[m.module or "(top level)", f"{m.parameters:,}", f"{m.trainable_parameters:,}", human_bytes(m.parameter_bytes),
+             human_bytes(m.saved_activation_bytes), human_bytes(m.peak_bytes)]
+            for m in at_depth(r.modules, depth) if m.parameters or m.saved_activation_bytes or m.peak_bytes]
+    total = [sum(getattr(m, k) for m in r.modules) for k in
+             ("parameters", "trainable_parameters", "parameter_bytes", "saved_activation_bytes", "peak_bytes")]
+    rows.append(["total", f"{total[0]:,}", f"{total[1]:,}", *map(human_bytes, total[2:])])
+    return Section(f"Per module (depth {depth})", [],
+                   ["module", "params", "trainable", "param bytes", "saved activations", "at peak"], rows)
+
+
+def modalities(r: Result) -> Section | None:
+    """Per-modality rows (they add up to the totals); None for single-modality models."""
+    if len([m for m in r.modalities if m.modality != "shared" and m.parameters]) < 2:
+        return None
+    keys = ("parameter_bytes", "gradient_bytes", "optimizer_state_bytes", "saved_activation_bytes", "peak_bytes")
+    rows = [[m.modality, f"{m.parameters:,}", f"{m.trainable_parameters:,}",
+             *(human_bytes(getattr(m, k)) for k in keys)] for m in r.modalities]
+    rows.append(["total", f"{sum(m.parameters for m in r.modalities):,}",
+                 f"{sum(m.trainable_parameters for m in r.modalities):,}",
+                 *(human_bytes(sum(getattr(m, k) for m in r.modalities)) for k in keys)])
+    module = r.steady_state_peak.module or "(top level)"
+    holder = max(r.modalities, key=lambda m: m.peak_bytes)
+    share = holder.peak_bytes / max(r.steady_state_peak.bytes, 1)
+    lines = [f"the steady-state peak happens while {module} runs ({r.peak_modality}); the {holder.modality} "
+             f"holds most of it: {human_bytes(holder.peak_bytes)} ({share:.1%})."]
+    return Section("Per modality", lines, ["modality", "params", "trainable", "param bytes", "gradients",
+                                           "optimizer state", "saved activations", "at peak"], rows)
+
+
+def ops(r: Result) -> Section:
+    unknown = r.ops.get("unknown", {})
+    lines = [f"{r.ops['count']:,} ATen ops recorded; trace {r.trace_seconds:.1f} s, analysis {r.analysis_seconds:.1f} s."]
+    if unknown:
+        lines.append(f"{len(unknown)} op kinds have no registry entry (their outputs are counted; no kernel workspace "
+                     f"is assumed): " + ", ".join(f"{k} x{v}" for k, v in sorted(unknown.items(), key=lambda kv: -kv[1])))
+    lines += r.notes
+    return Section("Ops", lines)
+
+
+def build(r: Result, depth: int) -> list[Section]:
+    p = r.steady_state_peak
+    sections = [summary(r), breakdown(p), phase_peaks(r), top_tensors(p), modalities(r), modules(r, depth), ops(r)]
+    return [s for s in sections if s is not None]

@@ -1,0 +1,43 @@
+"""Memory CUDA libraries take through the caching allocator during a training step.
+
+cuBLAS: PyTorch gives every (cuBLAS handle, stream) pair a workspace from the caching allocator
+at its first GEMM and keeps it (``getNewWorkspace`` / ``cublas_handle_stream_to_workspace`` in
+aten/src/ATen/cuda/CublasHandlePool.cpp), and a separate cuBLASLt workspace the same way
+(``getNewCUDABlasLtWorkspace``). Handles are per thread, and autograd runs the backward of CUDA
+tensors on its own device thread, so a step holds one pair for the forward/optimizer thread and
+one for the backward thread. Sizes come from :mod:`memgraph.facts.gpus` (32 MiB cuBLAS on
+sm90, 8 MiB + 128 KiB elsewhere; 1 MiB cuBLASLt). Both count in ``max_memory_allocated``.
+Whether both threads and both workspaces really appear is to be confirmed by GPU measurements.
+"""
+
+from __future__ import annotations
+
+from memgraph.facts.gpus import GpuSpec
+from memgraph.facts.ops.registry import packet
+
+# ATen ops that run a cuBLAS GEMM on CUDA (ops that decompose into these, such as linear,
+# matmul and einsum, reach the recorder as these).
+CUBLAS_OPS = frozenset({
+    "aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.addbmm", "aten.addmv", "aten.mv",
+    "aten.dot", "aten.vdot", "aten._addmm_activation", "aten._int_mm", "aten._scaled_mm",
+})
+
+
+class CudaLibraryWorkspaces:
+    """Recorder ``on_op`` hook: allocate each thread's cuBLAS/cuBLASLt workspaces at its first GEMM."""
+
+    def __init__(self, gpu: GpuSpec):
+        self.sizes = (("cuBLAS workspace", gpu.cublas_workspace_bytes),
+                      ("cuBLASLt workspace", gpu.cublaslt_workspace_bytes))
+        self.threads_done: set[str] = set()
+
+    def __call__(self, rec, info) -> None:
+        if packet(info.op) not in CUBLAS_OPS:
+            return
+        thread = "autograd thread" if info.phase == "backward" else "main thread"
+        if thread in self.threads_done:
+            return
+        self.threads_done.add(thread)
+        for name, nbytes in self.sizes:
+            if nbytes:
+                rec.persistent(nbytes, f"{name} ({thread})", info.module, info.index)

@@ -1,0 +1,262 @@
+"""Trace a whole training run (several iterations) of a model on the meta device."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from memgraph.facts.gpus import get_gpu
+from memgraph.facts.ops.registry import workspace_bytes
+from memgraph.model_spec.build import build_model
+from memgraph.model_spec.modality import module_modalities
+from memgraph.model_spec.optimizers import make_optimizer, resolve_impl
+from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
+from memgraph.model_spec.sources import ModelSpec
+from memgraph.model_spec.tasks import loss_from_outputs
+from memgraph.trace.autocast_emulation import (
+    AutocastStats,
+    autocast_factory,
+    checkpoint_context_fn,
+    emulation_region,
+)
+from memgraph.trace.cuda_library_workspaces import CudaLibraryWorkspaces
+from memgraph.trace.event_log import EventLog, Origin, Role
+from memgraph.trace.fused_optimizers import fused_on_meta
+from memgraph.trace.grad_scaler import make_scaler
+from memgraph.trace.module_tracking import ModuleStack
+from memgraph.trace.recorder import Recorder
+from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
+from memgraph.trace.shadow_values import ShadowValues
+from memgraph.trace.training_step import train_iteration
+from memgraph.units import human_bytes
+
+
+@dataclass
+class Trace:
+    """The recorded run: the storage event log plus facts about the setup."""
+
+    log: EventLog
+    iteration_bounds: list[tuple[int, int]]  # per iteration: [first event, end event)
+    parameter_count: int
+    trainable_parameter_count: int
+    batch: list[str]  # input descriptions, e.g. "input_ids=int64[1,2048]"
+    optimizer_impl: str
+    seconds: float
+    trainable_sids: set[int]
+    notes: list[str] = field(default_factory=list)
+    modalities: dict[str, str] = field(default_factory=dict)  # module path -> modality group (model_spec/modality.py)
+
+
+def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
+    """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything."""
+    start = time.perf_counter()
+    device = "meta"
+    model = build_model(spec, opts, device, checkpoint_context_fn)
+    batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
+    batch = batch_spec.make(device)
+    shadows = ShadowValues()  # real values of the small integer inputs (token layout, grid sizes)
+    # Also with gradient checkpointing: transformers then checks position ids (an arange) for packed
+    # sequences with .all().item() (masking_utils.find_packed_sequence_indices), which needs values.
+    has_values = shadows.attach_batch(batch_spec, batch)
+    values = shadows if has_values or opts.gradient_checkpointing else contextlib.nullcontext()
+    impl = resolve_impl(opts.optimizer_impl, opts.target)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    with fused_on_meta():
+        optimizer = make_optimizer(opts.optimizer, trainable, impl)
+
+    modules = ModuleStack(model)
+    rec = Recorder(module_of=lambda: modules.current, device_type=device,
+                   workspace_of=lambda op, a, k, out: workspace_bytes(op, opts.target, a, k, out),
+                   on_op=_runtime_hook(opts))
+    _register_existing(rec, model, batch)
+    trainable_sids = {rec.sid_of(p) for p in trainable}
+
+    owners = _parameter_owners(model)
+
+    def set_phase(phase: str) -> None:
+        if phase == "optimizer":  # backward is done: the .grad storages are the gradients
+            for p in trainable:
+                if p.grad is not None:
+                    rec.mark_role(p.grad, Role.GRADIENT, owners.get(id(p)))
+        rec.enter(rec.iteration, phase)
+        if phase == "backward":
+            modules.reset()
+
+    forward_context, kernel_stats, autocast_stats = _forward_emulation(opts, device)
+    if autocast_stats is not None:  # the weight-cast cache is its own category (annotate/categories.py)
+        autocast_stats.on_cache = lambda t: rec.mark_role(t, Role.AUTOCAST_CACHE, modules.current)
+    scaler = make_scaler(opts.precision, device)
+
+    kv_cache = _KVCacheWatch(rec)
+    rec.enter(0, "setup")
+    bounds = []
+    with fused_on_meta(), modules, values, rec, torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
+        for it in range(1, opts.iterations + 1):
+            rec.iteration = it
+            first = len(rec.log.events)
+            train_iteration(model, batch, kv_cache.watch(loss_from_outputs), optimizer, set_phase,
+                            autocast=forward_context, loop=opts.loop,
+                            scaler=scaler)
+            _mark_optimizer_state(rec, optimizer, owners)
+            if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
+                for t in (scaler._scale, scaler._growth_tracker):
+                    rec.mark_role(t, Role.OPTIMIZER_STATE)
+            bounds.append((first, len(rec.log.events)))
+    rec.close()
+    params = list(model.parameters())
+    return Trace(
+        log=rec.log, iteration_bounds=bounds,
+        parameter_count=sum(p.numel() for p in params),
+        trainable_parameter_count=sum(p.numel() for p in params if p.requires_grad),
+        batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
+        seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
+        notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
+               + (kv_cache.notes() if opts.loop == "plain" else [])),
+    )
+
+
+def _forward_emulation(opts: TrainingOptions, device: str):
+    """The context forward + loss run in on ``device`` (meta): the target's attention/dropout kernels
+    (:mod:`memgraph.trace.sdpa_kernels`) and, for the mixed precisions, emulated CUDA autocast
+    (:mod:`memgraph.trace.autocast_emulation`), in that order: autocast lies on top, so it casts first and
+    the kernel choice sees the cast q/k/v, as on a GPU (the SDPA autocast kernel runs before the
+    backend choice)."""
+    cc, where = None, "cpu"
+    if opts.target == "cuda":
+        cc = get_gpu(opts.gpu).compute_capability
+        where = f"sm{cc[0]}{cc[1]}"
+    kernel_stats = KernelStats(opts.target, where)
+    force = "flash" if opts.attn_implementation == "flash_attention_2" else None
+    factories = [kernel_factory(opts.target, cc, kernel_stats, device, force=force)]
+    autocast_stats = None
+    if opts.precision in AUTOCAST_DTYPE:
+        autocast_stats = AutocastStats(AUTOCAST_DTYPE[opts.precision])
+        factories.append(autocast_factory(autocast_stats, device))
+    return (lambda: emulation_region(*factories)), kernel_stats, autocast_stats
+
+
+def _emulation_notes(opts: TrainingOptions, kernel_stats: KernelStats, autocast_stats, scaler) -> list[str]:
+    """What the trace emulated of the target (Trace.notes)."""
+    notes = []
+    if opts.attn_implementation == "flash_attention_2":
+        notes.append("flash_attention_2: traced as transformers' sdpa path with PyTorch's flash SDPA kernel forced "
+                     "(the same FlashAttention-2 kernel; same tensors saved for backward)")
+    notes += kernel_stats.describe(opts.iterations)
+    if autocast_stats is not None:
+        notes.append(autocast_stats.describe())
+    if scaler is not None:
+        notes.append("GradScaler: torch.amp.GradScaler run on meta (scale tensors, scaled loss, in-place unscale of "
+                     "the gradients via _amp_foreach_non_finite_check_and_unscale_, found_inf per device); "
+                     "gradients assumed finite, so every step runs")
+    if opts.precision == "bf16":
+        notes.append("bf16: parameters, gradients, optimizer state and floating inputs in bfloat16, no autocast")
+    return notes
+
+
+def _shadow_notes(shadows: ShadowValues) -> list[str]:
+    if not shadows.answered:
+        return []
+    return [f"input values: {shadows.answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
+            "indexing, ...) answered from the known values of the integer inputs (trace/values.py)"]
+
+
+def _runtime_hook(opts: TrainingOptions):
+    """Allocations CUDA libraries make through the caching allocator (cuda target only)."""
+    if opts.target != "cuda":
+        return None
+    return CudaLibraryWorkspaces(get_gpu(opts.gpu))
+
+
+def _parameter_owners(model: torch.nn.Module) -> dict[int, str]:
+    """id(parameter) -> path of the first module that owns it."""
+    owners: dict[int, str] = {}
+    for mod_name, mod in model.named_modules():
+        for p in mod.parameters(recurse=False):
+            owners.setdefault(id(p), mod_name)
+    return owners
+
+
+def _register_existing(rec: Recorder, model: torch.nn.Module, batch: tuple[tuple, dict]) -> None:
+    owners = _parameter_owners(model)
+    for name, p in model.named_parameters(remove_duplicate=True):
+        rec.register(p, Origin.PARAMETER, name, owners.get(id(p), ""))
+    for name, b in model.named_buffers():
+        if b is not None and b.device.type == rec.device_type:
+            rec.register(b, Origin.BUFFER, name, name.rpartition(".")[0])
+    args, kwargs = batch
+    for name, t in [(f"input {i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
+        if isinstance(t, torch.Tensor):
+            rec.register(t, Origin.INPUT, name)
+
+
+def _pack(rec: Recorder):
+    def pack(t):
+        rec.mark_saved(t)
+        # Keep an alias without grad_fn, as autograd's own SavedVariable does: a saved *output*
+        # kept with its grad_fn makes node -> saved tensor -> grad_fn -> node, a cycle through C++
+        # that is never collected, so a branch backward never runs (LLaVA's unused last vision
+        # layer) would keep its activations alive where a plain loop frees them after forward.
+        return t.detach() if t.grad_fn is not None else t
+
+    return pack
+
+
+def _unpack(t):
+    return t
+
+
+class _KVCacheWatch:
+    """Bytes of the key/value cache a transformers forward returns (``outputs.past_key_values``).
+
+    With ``config.use_cache`` True (the default of most LM configs) a training forward builds a KV
+    cache (DynamicCache). Its copies of every layer's keys and values replace the originals that
+    attention saves for backward (no extra cost until then), but the outputs still reference them
+    after backward, so they live through the optimizer step: often a surprise, so it is named.
+    """
+
+    def __init__(self, rec: Recorder):
+        self.rec = rec
+        self.bytes = 0
+
+    def watch(self, loss_fn):
+        def wrapped(outputs):
+            cache = getattr(outputs, "past_key_values", None)
+            if cache is not None:
+                sids = {self.rec.sid_of(t) for t in _tensors_in(cache)} - {None}
+                self.bytes = sum(self.rec.log.storages[sid].nbytes for sid in sids)
+            return loss_fn(outputs)
+
+        return wrapped
+
+    def notes(self) -> list[str]:
+        if not self.bytes:
+            return []
+        return [f"KV cache: the model's config has use_cache=True, so each forward also builds a key/value cache "
+                f"({human_bytes(self.bytes)}); the outputs the loop holds keep it alive after backward, through the "
+                "optimizer step. Calling the model with use_cache=False, or keeping only the loss (--loop trainer), "
+                "frees it with the other activations"]
+
+
+def _tensors_in(obj, depth: int = 4):
+    """Tensors reachable from ``obj`` through lists, tuples, dicts and object attributes."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif depth > 0:
+        items = (obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple))
+                 else vars(obj).values() if hasattr(obj, "__dict__") else ())
+        for item in items:
+            yield from _tensors_in(item, depth - 1)
+
+
+def _mark_optimizer_state(rec: Recorder, optimizer: torch.optim.Optimizer, owners: dict[int, str]) -> None:
+    """Name the storages that are optimizer state, attributed to their parameter's module."""
+    for param, state in optimizer.state.items():
+        for value in state.values():
+            if isinstance(value, torch.Tensor):
+                rec.mark_role(value, Role.OPTIMIZER_STATE, owners.get(id(param)))
+
+
+__all__ = ["Trace", "trace_training"]

@@ -1,0 +1,82 @@
+"""A ``TorchFunctionMode`` that sees through torch's Python-level functions.
+
+The emulation modes (autocast, attention kernels) must see the C++ bindings that torch's Python
+functions (``F.softmax``, ``F.multi_head_attention_forward``, ``Tensor.backward``, ...) call, not
+just the Python function: a plain ``TorchFunctionMode`` sees the outer call only, and the body
+then runs with the mode disabled. :class:`TransparentFunctionMode` runs such a body again with
+the mode active. It rebuilds the body with its ``has_torch_function*`` checks answering False
+(a private detail of torch/overrides.py; see :mod:`memgraph.private_api`).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Callable
+
+from torch.overrides import TorchFunctionMode
+
+PASS = object()  # returned by TransparentFunctionMode.handle: "not mine, run it normally"
+_HAS_TORCH_FUNCTION = ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic")
+_BODIES: dict = {}
+
+
+def _never(*_args, **_kwargs) -> bool:
+    return False
+
+
+def _python_body(func) -> Callable | None:
+    """A copy of a torch Python function whose ``has_torch_function*`` checks answer False.
+
+    Calling it runs the function's body directly (no re-dispatch to the mode), while the torch
+    functions the body calls still check for modes and are seen by the active mode.
+    """
+    try:
+        body = _BODIES.get(func, PASS)
+    except TypeError:  # unhashable callable
+        return None
+    if body is not PASS:
+        return body
+    body = None
+    if isinstance(func, types.FunctionType) and (func.__module__ or "").startswith("torch"):
+        g = func.__globals__
+        if any(name in g for name in _HAS_TORCH_FUNCTION):
+            patched = dict(g)
+            for name in _HAS_TORCH_FUNCTION:
+                if name in patched:
+                    patched[name] = _never
+            body = types.FunctionType(func.__code__, patched, func.__name__, func.__defaults__, func.__closure__)
+            body.__kwdefaults__ = func.__kwdefaults__
+    _BODIES[func] = body
+    return body
+
+
+class TransparentFunctionMode(TorchFunctionMode):
+    """Base of the emulation modes: :meth:`handle` what the mode emulates; run torch's Python-level
+    functions (``F.softmax``, ``F.multi_head_attention_forward``, ``Tensor.backward``, ...) with the
+    mode still active so the C++ bindings inside them are handled too; pass C++ bindings through.
+
+    A Python function that re-dispatches to the mode while its body runs (a decorated function
+    whose check lives in the wrapped function) runs as a whole, without the mode.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._running: set = set()
+
+    def handle(self, func, args: tuple, kwargs: dict):  # pragma: no cover - overridden
+        return PASS
+
+    def __torch_function__(self, func, types_, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = self.handle(func, args, kwargs)
+        if out is not PASS:
+            return out
+        body = _python_body(func)
+        if body is None or func in self._running:
+            return func(*args, **kwargs)
+        self._running.add(func)
+        try:
+            with self:  # re-push: the body's torch calls come back to this mode
+                return body(*args, **kwargs)
+        finally:
+            self._running.discard(func)

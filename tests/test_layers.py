@@ -1,0 +1,133 @@
+"""Imports follow the data flow, and there are no import cycles.
+
+The package is layered in the order the data flows (memgraph/__init__.py draws it). A module may
+import memgraph modules of its own layer or of a lower one, never of a later stage; imports inside
+functions count too (a lazy import is still a dependency). Within the package no two modules may
+import each other, directly or through others.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "memgraph"
+
+# Lowest first. A name is the first part of the module path below memgraph/.
+LAYERS = [
+    {"errors", "units", "version", "cpu_profiler", "private_api"},  # foundation
+    {"facts"},  # what PyTorch, CUDA and the GPUs do, as data
+    {"model_spec"},  # what to build and how to train it
+    {"trace"},  # the step on meta -> the storage event log
+    {"analysis"},  # passes over the log -> Result
+    {"allocator"},  # the caching allocator replayed over the log
+    {"render"},  # Result -> table, markdown, JSON, HTML
+    {"api", "measure", "validation", "cli", "__main__", "__init__"},  # entry points
+]
+LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """memgraph modules ``path`` imports (absolute names), anywhere in the file."""
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "memgraph")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod.split(".")[0] != "memgraph":
+                continue
+            for alias in node.names:  # "from memgraph.x import y" may name the module memgraph.x.y
+                sub = f"{mod}.{alias.name}"
+                found.add(sub if _exists(sub) else mod)
+    return found
+
+
+def _exists(module: str) -> bool:
+    rel = Path(*module.split(".")[1:])
+    return (PACKAGE / rel).with_suffix(".py").exists() or (PACKAGE / rel / "__init__.py").exists()
+
+
+def layer(module: str) -> int:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    assert top in LAYER_OF, f"{module}: put memgraph/{top} in a layer of tests/test_layers.py"
+    return LAYER_OF[top]
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports(p) - {module_name(p)} for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def backwards(g: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} imports {d} (layer {layer(d)} > {layer(m)})" for m, deps in g.items() for d in deps
+                  if layer(d) > layer(m))
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in g:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_import_points_down_the_data_flow():
+    assert backwards(graph()) == []
+
+
+def test_no_import_cycles():
+    g = graph()
+    # the package's own __init__ re-exports the API, which imports everything: it is not a module cycle
+    g.pop("memgraph", None)
+    assert cycles(g) == []
+
+
+def test_the_checks_catch_a_backward_import_and_a_cycle():
+    g = {"memgraph.trace.recorder": {"memgraph.analysis.liveness"}, "memgraph.analysis.liveness": {"memgraph.trace.recorder"}}
+    assert backwards(g) == ["memgraph.trace.recorder imports memgraph.analysis.liveness (layer 4 > 3)"]
+    assert cycles(g) == [["memgraph.analysis.liveness", "memgraph.trace.recorder"]]
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_module_is_in_a_layer(path):
+    layer(module_name(path))
