@@ -86,7 +86,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
             modules.reset()
 
     forward_context, kernel_stats, autocast_stats = _forward_emulation(opts, device)
-    if autocast_stats is not None:  # the weight-cast cache is its own category (annotate/categories.py)
+    if autocast_stats is not None:  # the weight-cast cache is its own category (analysis/categorize.py)
         autocast_stats.on_cache = lambda t: rec.mark_role(t, Role.AUTOCAST_CACHE, modules.current)
     scaler = make_scaler(opts.precision, device)
 
@@ -160,7 +160,7 @@ def _shadow_notes(shadows: ShadowValues) -> list[str]:
     if not shadows.answered:
         return []
     return [f"input values: {shadows.answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
-            "indexing, ...) answered from the known values of the integer inputs (trace/values.py)"]
+            "indexing, ...) answered from the known values of the integer inputs (trace/shadow_values.py)"]
 
 
 def _runtime_hook(opts: TrainingOptions):
