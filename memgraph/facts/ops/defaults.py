@@ -75,7 +75,10 @@ register(
 # -- reductions -----------------------------------------------------------------------------------
 register(
     "reduction", "aten.sum", "aten.mean", "aten.argmax", "aten.linalg_vector_norm",
-    note="reduced output; CPU reductions keep their per-thread partials off the c10 allocator",
+    # small reductions over token ids and masks (vision-language inputs, packed-sequence checks)
+    "aten.cumsum", "aten.prod", "aten.max", "aten._is_all_true",
+    note="reduced output (one per reduced tensor, the same size or smaller); CPU reductions keep their "
+         "per-thread partials off the c10 allocator",
 )
 
 # -- matmul ---------------------------------------------------------------------------------------
@@ -225,12 +228,6 @@ register(
     "aten._foreach_neg", "aten._foreach_addcdiv", "aten._foreach_addcmul", "aten._foreach_maximum",
     "aten._foreach_pow", "aten._foreach_abs",
     note="one new output per tensor of the list",
-)
-
-# -- small reductions over token ids and masks (vision-language inputs, packed-sequence checks) -----
-register(
-    "reduction", "aten.cumsum", "aten.prod", "aten.max", "aten._is_all_true",
-    note="one (small) output per reduced tensor",
 )
 
 # -- host-side and bookkeeping ops ----------------------------------------------------------------
