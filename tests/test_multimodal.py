@@ -215,7 +215,8 @@ def test_modalities_tiny_llava():
 
 def test_modalities_tiny_qwen2_vl():
     m = _modalities("tiny-qwen2-vl")
-    assert m["model.visual"] == m["model.visual.merger"] == "vision encoder"
+    assert m["model.visual"] == m["model.visual.blocks"] == "vision encoder"
+    assert m["model.visual.merger"] == "projector"  # inside the tower, found by its role (rule 5)
     assert m["model.language_model"] == m["lm_head"] == "language model"
     assert m["model"] == m[""] == "shared"
 

@@ -43,6 +43,11 @@ The rule, in order:
    with a non-text tower it is a ``"projector"``; otherwise (contrastive models) it joins the one
    tower whose modality word its name contains (``visual_projection`` -> vision encoder,
    ``text_projection`` -> text encoder), else ``"shared"``. Its submodules inherit its group.
+5. **A projector inside a tower.** In a text-generating model, a direct child of a non-text tower
+   whose output width (the ``out_features`` of its last ``nn.Linear``) is the language model's
+   hidden size is the projector: it maps the tower's features into the language model, wherever
+   the model file put it (Qwen2-VL's ``visual.merger`` sits inside the vision tower; LLaVA's
+   ``multi_modal_projector`` sits outside it and is found by rule 4).
 
 No model is named anywhere: the groups follow from configs, the transformers accessors and,
 for heads outside the towers of contrastive models, from the words in their names.
@@ -92,6 +97,9 @@ def module_modalities(model: torch.nn.Module) -> dict[str, str]:
     if out_emb is not None and id(out_emb) in names and text_label is not None:
         out.setdefault(names[id(out_emb)], text_label)
     has_other_tower = any(lab not in (LANGUAGE_MODEL, TEXT_DECODER, TEXT_ENCODER) for _, lab in towers)
+    if text_label == LANGUAGE_MODEL and has_other_tower:
+        for path in _projectors_inside_towers(model, config, towers):
+            out[path] = PROJECTOR
 
     for name in sorted(names.values(), key=lambda n: (n.count(".") + (n != ""), n)):
         if name in out:
@@ -202,6 +210,24 @@ def _encoder_decoder(model, names: dict[int, str]) -> list[tuple[str, str]]:
     if isinstance(dec, torch.nn.Module) and id(dec) in names and names[id(dec)]:
         towers.append((names[id(dec)], TEXT_DECODER))
     return towers
+
+
+def _projectors_inside_towers(model, config, towers: list[tuple[str, str]]) -> list[str]:
+    """Rule 5: direct children of non-text towers whose output width is the language model's hidden size."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    width = getattr(text, "hidden_size", None)
+    if width is None:
+        return []
+    modules = dict(model.named_modules())
+    found = []
+    for path, label in towers:
+        if label in (LANGUAGE_MODEL, TEXT_DECODER, TEXT_ENCODER):
+            continue
+        for child_name, child in modules[path].named_children():
+            linears = [m for m in child.modules() if isinstance(m, torch.nn.Linear)]
+            if linears and linears[-1].out_features == width and not isinstance(child, torch.nn.ModuleList):
+                found.append(f"{path}.{child_name}" if path else child_name)
+    return found
 
 
 def _is_ancestor(a: str, b: str) -> bool:
