@@ -86,7 +86,13 @@ def speech_seq2seq(cfg, opts, defaults, dtype) -> Batch:
             f"pass --audio-seconds {expected / WHISPER_FRAMES_PER_SECOND:g}"
         )
     b = opts.batch_size
-    t = opts.target_len or defaults.get("target_len", 448)
+    # transformers' WhisperForConditionalGeneration refuses labels longer than max_target_positions
+    # (the decoder's learned position table), so that is the default and the limit.
+    limit = cfg.max_target_positions
+    t = opts.target_len or defaults.get("target_len") or limit
+    if t > limit:
+        raise MemgraphError(f"target length {t} exceeds this Whisper model's {limit} decoder positions "
+                            f"(max_target_positions): pass --target-len {limit} or less")
     feats = InputSpec("input_features", (b, cfg.num_mel_bins, frames), dtype)
     return Batch((feats, InputSpec("labels", (b, t), LONG, cfg.vocab_size)), {})
 

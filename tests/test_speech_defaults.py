@@ -1,0 +1,25 @@
+"""Whisper's decoder length comes from its config: the default and the limit are max_target_positions."""
+
+import pytest
+
+from memgraph.errors import MemgraphError
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import resolve
+from tests.conftest import CONFIGS
+
+WHISPER = str(CONFIGS / "tiny-whisper.json")  # max_target_positions 64, max_source_positions 50
+
+
+def _labels(**kw):
+    batch = resolve(WHISPER).batch(TrainingOptions(target="cpu", audio_seconds=1.0, **kw), None)
+    return next(s for s in batch.inputs if s.name == "labels")
+
+
+def test_default_target_length_is_the_configs_decoder_positions():
+    # a config file has no zoo defaults: the 64 decoder positions of tiny-whisper, not Whisper's usual 448
+    assert _labels().shape == (1, 64)
+
+
+def test_a_target_length_past_the_decoder_positions_is_refused_with_the_limit():
+    with pytest.raises(MemgraphError, match=r"target length 65 exceeds .* 64 decoder positions .* --target-len 64"):
+        _labels(target_len=65)
