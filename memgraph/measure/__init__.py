@@ -21,6 +21,9 @@ def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str, snapsho
             raise MemgraphError(f"--snapshot {snapshot!r} records the CUDA allocator's history: "
                                 "use it with --device cuda")
         from memgraph.measure.cpu import measure_cpu as run
+        from memgraph.measure.memory_guard import check_cpu_measurement_fits
+
+        check_cpu_measurement_fits(spec, opts)
     elif device == "cuda":
         from memgraph.measure.cuda import measure_cuda
 

@@ -20,6 +20,11 @@ def resolve_impl(impl: str, target: str) -> str:
     return DEFAULT_IMPL[target] if impl == "auto" else impl
 
 
+# Per-parameter state tensors of the size of the parameter that each optimizer keeps (torch 2.13,
+# torch/optim/adam.py _init_group: exp_avg and exp_avg_sq; sgd.py: momentum_buffer when momentum != 0).
+STATE_TENSORS_PER_PARAMETER = {"sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2}
+
+
 def make_optimizer(name: str, params: list[torch.nn.Parameter], impl: str) -> torch.optim.Optimizer:
     """Build optimizer ``name`` ('sgd', 'sgd-momentum', 'adam', 'adamw') with implementation ``impl``."""
     if not params:
