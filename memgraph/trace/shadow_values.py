@@ -55,7 +55,12 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 aten = torch.ops.aten
 
-DEFAULT_MAX_ELEMENTS = 1 << 20  # shadows for storages of at most this many elements
+DEFAULT_MAX_ELEMENTS = 1 << 20  # shadows for storages of at most this many elements (at least)
+# Integer tensors that model code derives from the inputs and reads back are the size of an input or a
+# few times it: LLaVA's [b, s] image-token mask, Qwen2-VL's [3, b, s] rope position ids, cumulative
+# sums and token-type ids. The cap grows with the seeded inputs so that every input size can be
+# analysed, while [b, 1, s, s] masks (s times an input) stay without values.
+DERIVED_ELEMENTS_PER_INPUT_ELEMENT = 4
 
 # Ops whose output shape (or Python result) depends on values: answered from the shadows.
 _FROM_VALUES = {
@@ -111,6 +116,7 @@ class ShadowValues(TorchDispatchMode):
         if tuple(value.shape) != tuple(t.shape):
             raise ValueError(f"shadow shape {tuple(value.shape)} != tensor shape {tuple(t.shape)}")
         self._values[t] = value.detach().to("cpu", t.dtype)
+        self.max_elements = max(self.max_elements, DERIVED_ELEMENTS_PER_INPUT_ELEMENT * t.numel())
 
     def attach_batch(self, batch_spec, batch: tuple[tuple, dict]) -> int:
         """Attach the known values of a made batch (specs with a ``value()`` method); returns how many."""
