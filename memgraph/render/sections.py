@@ -1,4 +1,9 @@
-"""The report's content as titled tables, shared by the terminal and markdown renderers."""
+"""The report's content as titled sections, shared by the table, markdown and HTML renderers.
+
+Each section is written here once; the renderers only lay it out. Besides its text a section says
+what a layout needs to know about it (which columns are numbers, whether the last row is a total,
+whether its lines are aligned with spaces), so no renderer has to work it out again.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,10 @@ class Section:
     lines: list[str] = field(default_factory=list)  # prose lines before the table
     headers: list[str] = field(default_factory=list)
     rows: list[list] = field(default_factory=list)
+    numeric: set[int] = field(default_factory=set)  # indices of the columns that hold numbers (right-aligned)
+    total: bool = False  # the last row is the total of the rows above it
+    preformatted: bool = False  # the lines are aligned with spaces: keep their whitespace, use a fixed-width font
+    key: str = ""  # stable name of the section ("breakdown", "modules", ...), whatever its title says
 
 
 def where(p: Peak) -> str:
@@ -42,7 +51,7 @@ def summary(r: Result) -> Section:
     ]
     if r.device:
         lines += device_lines(r)
-    return Section("memgraph analyze", lines)
+    return Section("memgraph analyze", lines, preformatted=True, key="summary")
 
 
 def device_lines(r: Result) -> list[str]:
@@ -73,7 +82,8 @@ def breakdown(p: Peak) -> Section:
     if p.held_past_last_use_bytes:
         lines.append(f"{human_bytes(p.held_past_last_use_bytes)} of it is held past its last use "
                      "(alive at the peak although no later op reads it).")
-    return Section("Alive at the steady-state peak", lines, ["category", "size", "bytes", "share"], rows)
+    return Section("Alive at the steady-state peak", lines, ["category", "size", "bytes", "share"], rows,
+                   numeric={1, 2, 3}, total=True, key="breakdown")
 
 
 def phase_peaks(r: Result) -> Section | None:
@@ -85,7 +95,8 @@ def phase_peaks(r: Result) -> Section | None:
              p.module or "(top level)"] for p in r.phase_peaks]
     lines = [f"iteration {r.phase_peaks[0].iteration}: the highest point of each phase, what is alive there, "
              "and the module running."]
-    return Section("Peak of each phase", lines, ["phase", "peak", *(SHORT.get(c, c) for c in cats), "module"], rows)
+    return Section("Peak of each phase", lines, ["phase", "peak", *(SHORT.get(c, c) for c in cats), "module"], rows,
+                   numeric=set(range(1, 2 + len(cats))), key="phase_peaks")
 
 
 SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "opt state",
@@ -96,7 +107,8 @@ def top_tensors(p: Peak) -> Section:
     rows = [[t.category, t.name, t.module or "-", f"{t.phase}/{t.iteration}", "x".join(map(str, t.shape)) or "scalar",
              t.dtype, human_bytes(t.bytes), "yes" if t.held_past_last_use else ""] for t in p.top_tensors]
     return Section("Largest tensors at the steady-state peak", [],
-                   ["category", "name / op", "module", "made in", "shape", "dtype", "size", "past last use"], rows)
+                   ["category", "name / op", "module", "made in", "shape", "dtype", "size", "past last use"], rows,
+                   numeric={6}, key="top_tensors")
 
 
 def modules(r: Result, depth: int) -> Section:
@@ -108,7 +120,8 @@ def modules(r: Result, depth: int) -> Section:
              ("parameters", "trainable_parameters", "parameter_bytes", "saved_activation_bytes", "peak_bytes")]
     rows.append(["total", f"{total[0]:,}", f"{total[1]:,}", *map(human_bytes, total[2:])])
     return Section(f"Per module (depth {depth})", [],
-                   ["module", "params", "trainable", "param bytes", "saved activations", "at peak"], rows)
+                   ["module", "params", "trainable", "param bytes", "saved activations", "at peak"], rows,
+                   numeric={1, 2, 3, 4, 5}, total=True, key="modules")
 
 
 def modalities(r: Result) -> Section | None:
@@ -127,7 +140,8 @@ def modalities(r: Result) -> Section | None:
     lines = [f"the steady-state peak happens while {module} runs ({r.peak_modality}); the {holder.modality} "
              f"holds most of it: {human_bytes(holder.peak_bytes)} ({share:.1%})."]
     return Section("Per modality", lines, ["modality", "params", "trainable", "param bytes", "gradients",
-                                           "optimizer state", "saved activations", "at peak"], rows)
+                                           "optimizer state", "saved activations", "at peak"], rows,
+                   numeric=set(range(1, 8)), total=True, key="modalities")
 
 
 def ops(r: Result) -> Section:
@@ -137,7 +151,7 @@ def ops(r: Result) -> Section:
         lines.append(f"{len(unknown)} op kinds have no registry entry (their outputs are counted; no kernel workspace "
                      f"is assumed): " + ", ".join(f"{k} x{v}" for k, v in sorted(unknown.items(), key=lambda kv: -kv[1])))
     lines += r.notes
-    return Section("Ops", lines)
+    return Section("Ops", lines, key="ops")
 
 
 def build(r: Result, depth: int) -> list[Section]:
