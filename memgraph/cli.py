@@ -7,20 +7,11 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import Field, fields
 from pathlib import Path
 
 from memgraph.errors import MemgraphError
-from memgraph.facts.gpus import DEFAULT_GPU
-from memgraph.model_spec.options import (
-    ATTN_IMPLEMENTATIONS,
-    LOOPS,
-    OPTIMIZER_IMPLS,
-    OPTIMIZERS,
-    PRECISIONS,
-    STAGES,
-    TARGETS,
-    TrainingOptions,
-)
+from memgraph.model_spec.options import TrainingOptions, flag_of, positive_int
 from memgraph.render.formats import FORMATS
 
 
@@ -31,83 +22,90 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"memgraph: error: {message} (see '{self.prog} --help')\n")
 
 
-def _int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
-
-
-def _image_size(text: str) -> int | tuple[int, int]:
-    """``448`` (square) or ``448x672`` (height x width)."""
-    parts = text.lower().split("x")
-    if len(parts) > 2:
-        raise argparse.ArgumentTypeError(f"{text!r} is not N or HxW")
-    sizes = tuple(_int(p.strip()) for p in parts)
-    return sizes[0] if len(sizes) == 1 else sizes
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return value
-
-
-def _training_args(p: argparse.ArgumentParser) -> None:
+def _training_args(p: argparse.ArgumentParser, command: str) -> None:
+    """The model and one argument per TrainingOptions field, all built from the field (options.Flag)."""
     p.add_argument("model", help="zoo name (see 'memgraph models'), config.json / model folder, or module:function")
     g = p.add_argument_group("training step")
-    g.add_argument("--batch-size", "-b", type=_int, default=1, help="samples per step (default 1)")
-    g.add_argument("--seq-len", "-s", type=_int, help="tokens per sample (default: the model's)")
-    g.add_argument("--image-size", type=_image_size, metavar="N|HxW",
-                   help="image side, or height x width, in pixels (default: the model's)")
-    g.add_argument("--images", type=_int, help="images per sample for image-text models (default: the model's)")
-    g.add_argument("--audio-seconds", type=_seconds, help="audio length in seconds (Whisper: 30)")
-    g.add_argument("--target-len", type=_int, help="decoder tokens for encoder-decoder models")
-    g.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                   help="fp32 (default); fp16-mixed: autocast float16 + GradScaler, float32 weights; "
-                        "bf16-mixed: autocast bfloat16, float32 weights; bf16: bfloat16 weights, grads and "
-                        "optimizer state (mixed precisions: cuda target only)")
-    g.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
-    g.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="auto",
-                   help="auto: foreach on cuda, for-loop on cpu (PyTorch's defaults)")
-    g.add_argument("--freeze", action="append", default=[], metavar="PATTERN",
-                   help="freeze parameters whose name matches (shell pattern, repeatable)")
-    g.add_argument("--train", action="append", default=[], metavar="PATTERN",
-                   help="train only parameters whose name matches (repeatable)")
-    g.add_argument("--loop", choices=LOOPS, default="plain",
-                   help="plain (default): out = model(...); out.loss.backward(), the outputs live through the step; "
-                        "trainer: as Hugging Face Trainer, the outputs are dropped before backward")
-    g.add_argument("--stage", choices=STAGES,
-                   help="vision-language training stage: 1 trains the projector, 2 the projector and language "
-                        "model, full everything (--train/--freeze then narrow it)")
-    g.add_argument("--attn", dest="attn_implementation", choices=ATTN_IMPLEMENTATIONS, default="eager",
-                   help="transformers attn_implementation (default eager)")
-    g.add_argument("--gradient-checkpointing", action="store_true")
-    g.add_argument("--iterations", type=_int, default=2, help="iterations to trace (>= 2; default 2)")
-    g.add_argument("--gpu", default=DEFAULT_GPU, help="target GPU for the cuda target (see 'memgraph gpus')")
-    g.add_argument("--allocator-conf", default=os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), metavar="CONF",
-                   help="CUDA caching allocator settings as in PYTORCH_CUDA_ALLOC_CONF (default: that variable)")
-    g.add_argument("--input", dest="inputs", action="append", default=[], metavar="NAME=DTYPE[DIMS]",
-                   help="an input tensor, e.g. x=float32[32,3,224,224] (repeatable; required for module:function)")
+    for f in fields(TrainingOptions):
+        flag = flag_of(f)
+        if flag.analyze_only and command != "analyze":
+            continue
+        names = (flag.name, flag.short) if flag.short else (flag.name,)
+        g.add_argument(*names, dest=f.name, help=_help(f), **_argparse_kwargs(f))
     p.add_argument("--output", "-o", help="write the report to FILE instead of standard output")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
+def _argparse_kwargs(f: Field) -> dict:
+    flag = flag_of(f)
+    if isinstance(f.default, bool):
+        return {"action": "store_true"}
+    kwargs = {"type": flag.parse, "choices": flag.choices, "metavar": flag.metavar}
+    if flag.repeatable:  # None, not a shared list that append would grow; training_options gives the field default
+        return {**kwargs, "action": "append", "default": None}
+    default = os.environ.get(flag.env, f.default) if flag.env else f.default
+    return {**kwargs, "default": default}
+
+
+def _help(f: Field) -> str:
+    flag = flag_of(f)
+    repeatable = "repeatable; " if flag.repeatable else ""
+    text = f"{flag.help} ({repeatable}default: {shown_default(f)})"
+    return text.replace("`", "").replace("%", "%%")  # argparse %-formats help
+
+
+def shown_default(f: Field) -> str:
+    """A field's default as --help and README.md show it (markdown: a value in backticks)."""
+    flag = flag_of(f)
+    if flag.env:
+        return f"`${flag.env}`"
+    if flag.default_text is not None:
+        return flag.default_text
+    if isinstance(f.default, bool):
+        return "on" if f.default else "off"
+    if f.default is None or f.default == ():
+        return "none"
+    return f"`{f.default}`"
+
+
+def training_options(a: argparse.Namespace, **decided) -> TrainingOptions:
+    """TrainingOptions from parsed arguments; ``decided``: fields the command sets itself (measure: target)."""
+    given = {f.name: _field_value(f, getattr(a, f.name)) for f in fields(TrainingOptions) if hasattr(a, f.name)}
+    return TrainingOptions(**{**given, **decided})
+
+
 def _options(a: argparse.Namespace, target: str) -> TrainingOptions:
-    return TrainingOptions(
-        batch_size=a.batch_size, seq_len=a.seq_len, image_size=a.image_size, audio_seconds=a.audio_seconds,
-        target_len=a.target_len, precision=a.precision, optimizer=a.optimizer, optimizer_impl=a.optimizer_impl,
-        freeze=tuple(a.freeze), train=tuple(a.train), iterations=a.iterations, target=target,
-        attn_implementation=a.attn_implementation, gradient_checkpointing=a.gradient_checkpointing,
-        inputs=tuple(a.inputs), gpu=a.gpu, allocator_conf=a.allocator_conf, images=a.images, stage=a.stage, loop=a.loop,
-    )
+    """The former name, still used by tests/test_multimodal.py; prefer ``training_options(a, target=...)``."""
+    return training_options(a, target=target)
+
+
+def _field_value(f: Field, parsed):
+    if flag_of(f).repeatable:
+        return f.default if parsed is None else tuple(parsed)
+    return parsed
+
+
+def options_table_markdown() -> str:
+    """README.md's options table (between its options:begin/end markers), from the TrainingOptions fields."""
+    rows = ["| option | default | meaning |", "|---|---|---|"]
+    for f in fields(TrainingOptions):
+        flag = flag_of(f)
+        meaning = ("`analyze` only: " if flag.analyze_only else "") + flag.help
+        if flag.repeatable:
+            meaning += " (repeatable)"
+        cells = (_usage(f), shown_default(f), meaning)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _usage(f: Field) -> str:
+    """``--precision fp32|bf16``, ``--batch-size N``, ``-b N``: how the option is written."""
+    flag = flag_of(f)
+    if isinstance(f.default, bool):
+        value = ""
+    else:
+        value = " " + ("|".join(flag.choices) if flag.choices else flag.metavar)
+    return ", ".join(f"`{name}{value}`" for name in (flag.name, flag.short) if name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,15 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     a = sub.add_parser("analyze", help="predict the peak memory of a training step")
-    _training_args(a)
-    a.add_argument("--target", choices=TARGETS, default="cuda",
-                   help="cuda: predict torch.cuda.max_memory_allocated; cpu: the CPU allocator's peak")
+    _training_args(a, "analyze")
     a.add_argument("--format", "-f", choices=FORMATS, default="table")
-    a.add_argument("--depth", type=_int, default=3, help="module path depth of the per-module table (default 3)")
+    a.add_argument("--depth", type=positive_int, default=3,
+                   help="module path depth of the per-module table (default 3)")
     a.set_defaults(run=_analyze)
 
     m = sub.add_parser("measure", help="run the same step for real and record the allocator's peaks (JSON)")
-    _training_args(m)
+    _training_args(m, "measure")
     m.add_argument("--device", choices=("cpu", "cuda"), required=True)
     m.add_argument("--snapshot", metavar="FILE",
                    help="cuda: also record the allocator's history and write torch.cuda.memory._dump_snapshot "
@@ -151,7 +148,7 @@ def _analyze(a) -> str:
     from memgraph.api import analyze
     from memgraph.render.formats import render
 
-    result = analyze(a.model, _options(a, a.target))
+    result = analyze(a.model, training_options(a))
     return render(result, a.format, a.depth)
 
 
@@ -160,7 +157,8 @@ def _measure(a) -> str:
 
     if a.snapshot and not Path(a.snapshot).resolve().parent.is_dir():
         raise MemgraphError(f"cannot write --snapshot {a.snapshot!r}: its folder does not exist")
-    return json.dumps(measure(a.model, a.device, _options(a, a.device), snapshot=a.snapshot), indent=2) + "\n"
+    record = measure(a.model, a.device, training_options(a, target=a.device), snapshot=a.snapshot)
+    return json.dumps(record, indent=2) + "\n"
 
 
 def _validate(a) -> str:

@@ -1,10 +1,16 @@
-"""Training options shared by ``analyze`` and ``measure``, validated up front."""
+"""Training options shared by ``analyze`` and ``measure``, validated up front.
+
+Each option is declared once, as a :class:`TrainingOptions` field: its default, and in its metadata
+the command-line facts (:class:`Flag`: flag, help, metavar, choices, parse function). memgraph/cli.py
+builds the parser and README.md's options table from these fields.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-
-import torch
+import argparse
+from collections.abc import Callable
+from dataclasses import Field, asdict, dataclass, field, fields
+from typing import Any
 
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
@@ -25,41 +31,183 @@ ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
 LOOPS = ("plain", "trainer")  # the training loops of memgraph/trace/training_step.py
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
-# dtype of the parameters (and so of gradients and optimizer state) and of floating inputs
-PRECISION_DTYPE = {"fp32": torch.float32, "fp16-mixed": torch.float32, "bf16-mixed": torch.float32,
-                   "bf16": torch.bfloat16}
-# dtype of torch.autocast("cuda", dtype=...) for the mixed precisions
-AUTOCAST_DTYPE = {"fp16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}
+# dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
+# PRECISION_DTYPE below maps to the torch.dtype itself
+_PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16"}
+# dtype of torch.autocast("cuda", dtype=...) for the mixed precisions; AUTOCAST_DTYPE maps to the torch.dtype
+_AUTOCAST_DTYPE_NAME = {"fp16-mixed": "float16", "bf16-mixed": "bfloat16"}
 MIN_ITERATIONS = 2  # iteration 1 creates the optimizer state; the steady state starts at 2
+
+
+def __getattr__(name: str):
+    """``PRECISION_DTYPE`` and ``AUTOCAST_DTYPE`` (precision -> torch.dtype), made on first use (PEP 562).
+
+    torch is imported only then, so the command line (``memgraph --help``) can read this module without it.
+    """
+    names = {"PRECISION_DTYPE": _PRECISION_DTYPE_NAME, "AUTOCAST_DTYPE": _AUTOCAST_DTYPE_NAME}.get(name)
+    if names is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import torch
+
+    table = {precision: getattr(torch, dtype) for precision, dtype in names.items()}
+    globals()[name] = table
+    return table
+
+
+# -- parse functions: command-line text -> value (argparse's type=); the message names the bad text --
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    return value
+
+
+def parse_image_size(text: str) -> int | tuple[int, int]:
+    """``448`` (square) or ``448x672`` (height x width)."""
+    parts = text.lower().split("x")
+    if len(parts) > 2:
+        raise argparse.ArgumentTypeError(f"{text!r} is not N or HxW")
+    sizes = tuple(positive_int(p.strip()) for p in parts)
+    return sizes[0] if len(sizes) == 1 else sizes
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one :class:`TrainingOptions` field appears on the command line and in README.md's options table."""
+
+    name: str  # "--batch-size"; the argparse dest is the field's name
+    help: str  # `code` spans stay in README.md; --help drops their backticks
+    short: str | None = None  # "-b"
+    metavar: str | None = None  # the value's placeholder, "N"; options with choices list them instead
+    choices: tuple[str, ...] | None = None  # also checked by TrainingOptions, for the Python API
+    parse: Callable[[str], Any] | None = None  # argparse type=: text -> value, or ArgumentTypeError
+    repeatable: bool = False  # given once per value (action="append"); the field is a tuple
+    analyze_only: bool = False  # not on 'memgraph measure', whose --device sets the target
+    default_text: str | None = None  # how the default reads where the field's default is None
+    env: str | None = None  # on the command line the default is this environment variable, read at parse time
+    noun: str | None = None  # what error messages call the value; default: the field name, with spaces
+
+
+FLAG = "memgraph.flag"  # the metadata key of a field's Flag
+
+
+def option(default: Any, name: str, help: str, **facts: Any) -> Any:
+    """A :class:`TrainingOptions` field with its default and its command-line facts (see :class:`Flag`)."""
+    return field(default=default, metadata={FLAG: Flag(name, help, **facts)})
+
+
+def flag_of(f: Field) -> Flag:
+    return f.metadata[FLAG]
+
+
+def noun_of(f: Field) -> str:
+    return flag_of(f).noun or f.name.replace("_", " ")
 
 
 @dataclass(frozen=True)
 class TrainingOptions:
-    """How the training step runs. ``None`` sizes fall back to the model's defaults."""
+    """How the training step runs. ``None`` sizes fall back to the model's defaults.
 
-    batch_size: int = 1
-    seq_len: int | None = None
-    image_size: int | tuple[int, int] | None = None  # N (square) or (H, W)
-    audio_seconds: float | None = None
-    target_len: int | None = None
-    precision: str = "fp32"
-    optimizer: str = "adamw"
-    optimizer_impl: str = "auto"
-    freeze: tuple[str, ...] = ()
-    train: tuple[str, ...] = ()
-    iterations: int = MIN_ITERATIONS
-    target: str = "cuda"
-    attn_implementation: str = "eager"
-    gradient_checkpointing: bool = False
-    inputs: tuple[str, ...] = field(default=())  # --input specs for callable models
-    gpu: str = DEFAULT_GPU  # catalog key of the target GPU (memgraph/gpu/catalog.py); used by the cuda target
-    allocator_conf: str = ""  # PYTORCH_CUDA_ALLOC_CONF for the cuda target, e.g. "expandable_segments:True"
-    images: int | None = None  # images per sample for image-text models (default: the model's)
-    loop: str = "plain"  # training loop: "plain" keeps the outputs through the step, "trainer" drops them
-    stage: str | None = None  # vision-language training stage "1", "2" or "full" (memgraph/model_spec/stages.py)
+    The field order is the order of ``--help``, of README.md's options table, and of the report's options.
+    """
+
+    batch_size: int = option(1, "--batch-size", "samples per step", short="-b", metavar="N", parse=positive_int)
+    seq_len: int | None = option(
+        None, "--seq-len", "tokens per sample", short="-s", metavar="N", parse=positive_int,
+        default_text="the model's", noun="sequence length")
+    image_size: int | tuple[int, int] | None = option(
+        None, "--image-size",
+        "image side, or height x width, in pixels; for Qwen2-VL it sets the patch grid, hence the number of "
+        "visual tokens, as its processor does",
+        metavar="N|HxW", parse=parse_image_size, default_text="the model's")
+    audio_seconds: float | None = option(
+        None, "--audio-seconds", "audio length in seconds (Whisper: 30)", metavar="S", parse=positive_seconds,
+        default_text="the model's", noun="audio length")
+    target_len: int | None = option(
+        None, "--target-len", "decoder tokens for encoder-decoder models", metavar="N", parse=positive_int,
+        default_text="the model's", noun="target length")
+    precision: str = option(
+        "fp32", "--precision",
+        "`fp16-mixed`: autocast float16 + GradScaler, float32 weights; `bf16-mixed`: autocast bfloat16, float32 "
+        "weights; `bf16`: bfloat16 weights, gradients and optimizer state. Autocast follows PyTorch's CUDA op "
+        "policy, weight-cast cache included (mixed precisions: cuda target only)",
+        choices=PRECISIONS)
+    optimizer: str = option("adamw", "--optimizer", "the optimizer", choices=OPTIMIZERS)
+    optimizer_impl: str = option(
+        "auto", "--optimizer-impl", "`auto`: foreach for the cuda target, for-loop for cpu (PyTorch's defaults)",
+        choices=OPTIMIZER_IMPLS, noun="optimizer implementation")
+    freeze: tuple[str, ...] = option(
+        (), "--freeze", "freeze parameters whose name matches this shell pattern; applied after `--train`",
+        metavar="PATTERN", repeatable=True)
+    train: tuple[str, ...] = option(
+        (), "--train", "train only parameters whose name matches this shell pattern", metavar="PATTERN",
+        repeatable=True)
+    iterations: int = option(
+        MIN_ITERATIONS, "--iterations", f"iterations to trace (at least {MIN_ITERATIONS})", metavar="N",
+        parse=positive_int)
+    target: str = option(
+        "cuda", "--target",
+        "which allocator is predicted: `cuda` rounds every block to 512 bytes as the CUDA caching allocator does "
+        "and predicts `torch.cuda.max_memory_allocated`; `cpu` predicts the CPU allocator's peak",
+        choices=TARGETS, analyze_only=True)
+    attn_implementation: str = option(
+        "eager", "--attn",
+        "transformers' `attn_implementation`; for SDPA the kernel the target GPU would pick (flash, "
+        "memory-efficient or math, by dtype, head size, mask and compute capability) and the tensors it saves "
+        "for backward",
+        choices=ATTN_IMPLEMENTATIONS, noun="attention implementation")
+    gradient_checkpointing: bool = option(
+        False, "--gradient-checkpointing", "transformers' gradient checkpointing (non-reentrant)")
+    inputs: tuple[str, ...] = option(
+        (), "--input",
+        "an input tensor, e.g. `x=float32[32,3,224,224]`, passed positionally (required for `module:function` "
+        "models); integers may add `<HIGH` for their value range, e.g. `y=int64[32]<1000`",
+        metavar="NAME=DTYPE[DIMS]", repeatable=True)
+    gpu: str = option(
+        DEFAULT_GPU, "--gpu", "target GPU of the cuda target (`memgraph gpus` lists them)", metavar="NAME")
+    allocator_conf: str = option(
+        "", "--allocator-conf",
+        "CUDA caching allocator settings, as in `PYTORCH_CUDA_ALLOC_CONF`, e.g. `expandable_segments:True`",
+        metavar="CONF", env="PYTORCH_CUDA_ALLOC_CONF")
+    images: int | None = option(
+        None, "--images",
+        "images per sample for image-text models: each image's tokens are placed in the prompt (LLaVA: 576 per "
+        "336-px image) and text fills the rest of `--seq-len`",
+        metavar="N", parse=positive_int, default_text="the model's", noun="images per sample")
+    loop: str = option(
+        "plain", "--loop",
+        "`plain`: `out = model(**batch); out.loss.backward(); opt.step(); opt.zero_grad()`, so the outputs (logits, "
+        "a KV cache) live through the whole step; `trainer` drops them once the loss is taken, as Hugging Face "
+        "`Trainer.training_step` does",
+        choices=LOOPS, noun="training loop")
+    stage: str | None = option(
+        None, "--stage",
+        "vision-language training stage (LLaVA recipe): `1` trains the projector, `2` the projector and "
+        "language model (vision tower frozen), `full` everything; the groups come from the model's structure, "
+        "and `--train`/`--freeze` narrow the stage's set",
+        choices=STAGES)
 
     def __post_init__(self):
-        _positive("batch size", self.batch_size, "--batch-size")
+        if self.iterations < MIN_ITERATIONS:
+            raise MemgraphError(
+                f"iterations {self.iterations} < {MIN_ITERATIONS}: the steady state needs at least 2 iterations"
+            )
+        if self.stage is not None:
+            object.__setattr__(self, "stage", str(self.stage))
         if isinstance(self.image_size, (list, tuple)):  # (H, W); a list when read back from JSON
             if len(self.image_size) != 2:
                 raise MemgraphError(f"image size {self.image_size!r} is not N or HxW: pass --image-size 448 or 448x672")
@@ -68,28 +216,16 @@ class TrainingOptions:
             object.__setattr__(self, "image_size", tuple(self.image_size))
         elif self.image_size is not None:
             _positive("image size", self.image_size, "--image-size")
-        for label, value, flag in (
-            ("sequence length", self.seq_len, "--seq-len"),
-            ("target length", self.target_len, "--target-len"),
-            ("images per sample", self.images, "--images"),
-        ):
-            if value is not None:
-                _positive(label, value, flag)
         if self.audio_seconds is not None and not self.audio_seconds > 0:
             raise MemgraphError(f"audio length {self.audio_seconds!r} is not positive: pass --audio-seconds > 0")
-        if self.iterations < MIN_ITERATIONS:
-            raise MemgraphError(
-                f"iterations {self.iterations} < {MIN_ITERATIONS}: the steady state needs at least 2 iterations"
-            )
-        _choice("precision", self.precision, PRECISIONS, "--precision")
-        _choice("optimizer", self.optimizer, OPTIMIZERS, "--optimizer")
-        _choice("optimizer implementation", self.optimizer_impl, OPTIMIZER_IMPLS, "--optimizer-impl")
-        _choice("target", self.target, TARGETS, "--target")
-        _choice("training loop", self.loop, LOOPS, "--loop")
-        if self.stage is not None:
-            object.__setattr__(self, "stage", str(self.stage))
-            _choice("stage", self.stage, STAGES, "--stage")
-        _choice("attention implementation", self.attn_implementation, ATTN_IMPLEMENTATIONS, "--attn")
+        for f in fields(self):  # what the flags declare: positive integers and choices
+            flag, value = flag_of(f), getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            if flag.parse is positive_int:
+                _positive(noun_of(f), value, flag.name)
+            if flag.choices is not None:
+                _choice(noun_of(f), value, flag.choices, flag.name)
         if self.allocator_conf:
             try:
                 AllocatorOptions.from_env_string(self.allocator_conf)
@@ -107,8 +243,9 @@ class TrainingOptions:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for k in ("freeze", "train", "inputs"):
-            d[k] = list(d[k])
+        for f in fields(self):
+            if flag_of(f).repeatable:
+                d[f.name] = list(d[f.name])
         return d
 
 

@@ -1,0 +1,184 @@
+"""Each training option is declared once, as a TrainingOptions field; the CLI and README.md follow it.
+
+The field's metadata (options.Flag) gives the flag, help, metavar, choices and parse function;
+memgraph/cli.py builds the parser, --help, the namespace -> TrainingOptions step and README.md's
+options table from it. These tests hold the CLI to the declarations and README.md to the CLI.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import fields
+
+import pytest
+
+from memgraph.cli import build_parser, options_table_markdown, training_options
+from memgraph.errors import MemgraphError
+from memgraph.model_spec.options import TrainingOptions, flag_of
+from tests.conftest import REPO
+
+BEGIN, END = "<!-- options:begin -->", "<!-- options:end -->"
+ENV = "PYTORCH_CUDA_ALLOC_CONF"
+
+# What `memgraph analyze --help` says each option defaults to, written out by hand.
+HELP_DEFAULTS = {
+    "--batch-size": "1", "--seq-len": "the model's", "--image-size": "the model's",
+    "--audio-seconds": "the model's", "--target-len": "the model's", "--precision": "fp32",
+    "--optimizer": "adamw", "--optimizer-impl": "auto", "--freeze": "none", "--train": "none", "--iterations": "2",
+    "--target": "cuda", "--attn": "eager", "--gradient-checkpointing": "off", "--input": "none",
+    "--gpu": "h100-80gb", "--allocator-conf": "$PYTORCH_CUDA_ALLOC_CONF", "--images": "the model's",
+    "--loop": "plain", "--stage": "none",
+}
+
+
+@pytest.fixture
+def no_alloc_conf(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+
+
+def parse(*argv: str) -> TrainingOptions:
+    a = build_parser().parse_args(list(argv))
+    return training_options(a, target=a.device) if a.command == "measure" else training_options(a)
+
+
+def test_every_field_declares_a_flag():
+    flags = [flag_of(f) for f in fields(TrainingOptions)]
+    for f, flag in zip(fields(TrainingOptions), flags):
+        assert flag.name.startswith("--") and flag.help, f.name
+        assert flag.short is None or re.fullmatch(r"-[a-z]", flag.short), f.name
+        assert flag.choices is None or f.default in (*flag.choices, None), f.name
+        assert isinstance(f.default, bool) or flag.choices or flag.metavar, f"{f.name}: no value placeholder"
+    names = [n for flag in flags for n in (flag.name, flag.short) if n]
+    assert len(names) == len(set(names))
+    assert [flag.short for flag in flags if flag.short] == ["-b", "-s"]
+    assert sorted(HELP_DEFAULTS) == sorted(flag.name for flag in flags)
+
+
+def help_entries(command: str, capsys) -> dict[str, str]:
+    """``memgraph COMMAND --help`` as {flag: its entry on one line}, for the training step options."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    entries: list[str] = []
+    for line in capsys.readouterr().out.partition("training step:")[2].splitlines():
+        if line.startswith("  -"):  # an option's first line; its help may continue on the next ones
+            entries.append(line.strip())
+        elif entries and line.strip():
+            entries[-1] += " " + line.strip()
+    return {e.split()[0].rstrip(","): e for e in entries}
+
+
+def test_help_shows_each_default(monkeypatch, capsys, no_alloc_conf):
+    monkeypatch.setenv("COLUMNS", "1000")  # no wrapping: argparse splits words at hyphens
+    entries = help_entries("analyze", capsys)
+    assert sorted(entries) == sorted(HELP_DEFAULTS)
+    for f in fields(TrainingOptions):
+        entry = entries[flag_of(f).name]
+        assert entry.endswith(f"default: {HELP_DEFAULTS[flag_of(f).name]})"), entry
+        assert ("(repeatable; default:" in entry) == flag_of(f).repeatable, entry
+        assert "`" not in entry, entry  # README's code spans are plain text in --help
+
+
+def test_analyze_arguments_give_the_training_options(no_alloc_conf):
+    got = parse("analyze", "gpt2", "--batch-size", "4", "--precision", "bf16-mixed", "--attn", "sdpa",
+                "-s", "512", "--image-size", "448x672", "--audio-seconds", "1.5", "--target-len", "7",
+                "--optimizer", "sgd-momentum", "--optimizer-impl", "foreach", "--freeze", "*.bias",
+                "--freeze", "lm_head.*", "--train", "h.*", "--iterations", "3", "--gradient-checkpointing",
+                "--input", "x=float32[2]", "--gpu", "A100-80GB", "--allocator-conf", "expandable_segments:True",
+                "--images", "2", "--loop", "trainer", "--stage", "2")
+    want = {"batch_size": 4, "seq_len": 512, "image_size": (448, 672), "audio_seconds": 1.5, "target_len": 7,
+            "precision": "bf16-mixed", "optimizer": "sgd-momentum", "optimizer_impl": "foreach",
+            "freeze": ("*.bias", "lm_head.*"), "train": ("h.*",), "iterations": 3, "target": "cuda",
+            "attn_implementation": "sdpa", "gradient_checkpointing": True, "inputs": ("x=float32[2]",),
+            "gpu": "a100-80gb",  # the catalog key, whatever the case given
+            "allocator_conf": "expandable_segments:True", "images": 2, "loop": "trainer", "stage": "2"}
+    assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
+    for name, value in want.items():
+        assert getattr(got, name) == value, name
+
+
+def test_no_arguments_give_the_dataclass_defaults(no_alloc_conf):
+    assert parse("analyze", "gpt2") == TrainingOptions()
+    assert parse("analyze", "gpt2", "--target", "cpu", "-b", "2") == TrainingOptions(target="cpu", batch_size=2)
+
+
+def test_measure_takes_the_target_from_device(capsys, no_alloc_conf):
+    assert parse("measure", "gpt2", "--device", "cpu", "-s", "8") == TrainingOptions(target="cpu", seq_len=8)
+    assert "--target" not in help_entries("measure", capsys)  # --device decides it
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["analyze", "gpt2", "--device", "cpu"])
+    assert e.value.code == 2 and "unrecognized arguments: --device cpu" in capsys.readouterr().err
+
+
+def test_allocator_conf_defaults_to_the_environment_at_parse_time(monkeypatch):
+    monkeypatch.setenv(ENV, "max_split_size_mb:128")
+    assert parse("analyze", "gpt2").allocator_conf == "max_split_size_mb:128"
+    assert parse("analyze", "gpt2", "--allocator-conf", "expandable_segments:True").allocator_conf == \
+        "expandable_segments:True"
+
+
+def test_a_reused_parser_does_not_carry_repeated_values(no_alloc_conf):
+    p = build_parser()
+    assert training_options(p.parse_args(["analyze", "gpt2", "--freeze", "a"])).freeze == ("a",)
+    assert training_options(p.parse_args(["analyze", "gpt2"])).freeze == ()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--batch-size", "abc"], "argument --batch-size/-b: 'abc' is not an integer"),
+    (["-s", "0"], "argument --seq-len/-s: '0' must be >= 1"),
+    (["--image-size", "1x2x3"], "argument --image-size: '1x2x3' is not N or HxW"),
+    (["--audio-seconds", "0"], "argument --audio-seconds: '0' must be > 0"),
+    (["--precision", "fp8"], "argument --precision: invalid choice: 'fp8'"),
+    (["--stage", "3"], "argument --stage: invalid choice: '3'"),
+])
+def test_bad_values_name_the_flag_and_the_text(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["analyze", "gpt2", *argv])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"optimizer": "lion"}, "unknown optimizer 'lion': pass --optimizer one of sgd, sgd-momentum, adam, adamw"),
+    ({"seq_len": 0}, "sequence length 0 is not a positive integer: pass --seq-len N with N >= 1"),
+    ({"batch_size": None}, "batch size None is not a positive integer: pass --batch-size N with N >= 1"),
+    ({"attn_implementation": "xformers"}, "unknown attention implementation 'xformers': pass --attn one of"),
+    ({"iterations": 1}, "iterations 1 < 2"),
+])
+def test_the_python_api_checks_what_the_flags_declare(kwargs, message):
+    with pytest.raises(MemgraphError, match=re.escape(message)):
+        TrainingOptions(**kwargs)
+
+
+def test_python_api_values_are_normalised():
+    assert TrainingOptions(stage=2).stage == "2"
+    assert TrainingOptions(freeze=("a",)).to_dict()["freeze"] == ["a"]
+
+
+def test_dtype_tables_load_torch_on_first_use():
+    import torch
+
+    from memgraph.model_spec import options
+
+    assert options.PRECISION_DTYPE == {"fp32": torch.float32, "fp16-mixed": torch.float32,
+                                       "bf16-mixed": torch.float32, "bf16": torch.bfloat16}
+    assert options.AUTOCAST_DTYPE == {"fp16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}
+    assert not hasattr(options, "NO_SUCH_TABLE")
+
+
+def test_cli_and_options_parse_without_torch():
+    """memgraph.cli and options import no torch/transformers; memgraph/__init__ (the API re-export) is bypassed."""
+    code = ("import sys, types; pkg = types.ModuleType('memgraph'); pkg.__path__ = ['memgraph']; "
+            "sys.modules['memgraph'] = pkg; from memgraph.cli import build_parser, training_options; "
+            "training_options(build_parser().parse_args(['analyze', 'gpt2', '-b', '2'])); "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_readme_options_table_is_the_rendered_one():
+    readme = (REPO / "README.md").read_text()
+    if BEGIN not in readme or END not in readme:
+        pytest.skip(f"README.md has no {BEGIN} ... {END} markers around its options table")
+    table = readme.partition(BEGIN)[2].partition(END)[0].strip("\n") + "\n"
+    assert table == options_table_markdown(), "README.md's options table is stale: paste options_table_markdown()"
