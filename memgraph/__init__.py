@@ -11,7 +11,14 @@ Data flow, one package per stage (tests/test_layers.py keeps imports pointing do
     api, cli, measure/, validation: the entry points
 """
 
-from memgraph.api import analyze, measure
 from memgraph.version import __version__
+
+
+def __getattr__(name):  # the API imports torch and transformers: only on use, so `memgraph --help` starts fast
+    if name in ("analyze", "measure"):
+        from memgraph import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["analyze", "measure", "__version__"]

@@ -16,7 +16,13 @@ from memgraph.render.formats import FORMATS
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line (no usage dump) and exits 2."""
+    """argparse that reports a bad argument in one line (no usage dump) and exits 2.
+
+    Abbreviated flags are refused: ``--target`` must never be read as ``--target-len``."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"memgraph: error: {message} (see '{self.prog} --help')\n")
@@ -72,11 +78,6 @@ def training_options(a: argparse.Namespace, **decided) -> TrainingOptions:
     """TrainingOptions from parsed arguments; ``decided``: fields the command sets itself (measure: target)."""
     given = {f.name: _field_value(f, getattr(a, f.name)) for f in fields(TrainingOptions) if hasattr(a, f.name)}
     return TrainingOptions(**{**given, **decided})
-
-
-def _options(a: argparse.Namespace, target: str) -> TrainingOptions:
-    """The former name, still used by tests/test_multimodal.py; prefer ``training_options(a, target=...)``."""
-    return training_options(a, target=target)
 
 
 def _field_value(f: Field, parsed):

@@ -155,13 +155,13 @@ def test_qwen2_vl_layout():
 
 
 def test_cli_image_size_and_images():
-    from memgraph.cli import _options, build_parser
+    from memgraph.cli import build_parser, training_options
 
     a = build_parser().parse_args(["analyze", "qwen2-vl-2b", "--image-size", "448x672", "--images", "3"])
-    opts = _options(a, "cpu")
+    opts = training_options(a, target="cpu")
     assert opts.image_size == (448, 672) and opts.images == 3
     a = build_parser().parse_args(["analyze", "qwen2-vl-2b", "--image-size", "448"])
-    assert _options(a, "cpu").image_size == 448
+    assert training_options(a, target="cpu").image_size == 448
     assert TrainingOptions(image_size=[448, 672]).image_size == (448, 672)  # read back from JSON
     with pytest.raises(MemgraphError):
         TrainingOptions(image_size=(448, 0))
