@@ -24,6 +24,24 @@ from memgraph.trace.event_log import ALLOC, FREE, EventLog, OpRecord, Origin, Ro
 __all__ = ["ALLOC", "FREE", "Recorder"]
 
 
+_OP_NAMES: dict = {}  # OpOverload -> "aten.mm.default": one string per op kind, not one per call
+_DTYPE_NAMES: dict = {}  # torch.dtype -> "float32"
+
+
+def _op_name(func) -> str:
+    name = _OP_NAMES.get(func)
+    if name is None:
+        name = _OP_NAMES[func] = str(func)
+    return name
+
+
+def _dtype_name(dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
 def _tensors(obj, out: list) -> list:
     """Tensors in an ATen op's arguments or results (tensors, lists/tuples of them, dicts), in order."""
     if isinstance(obj, torch.Tensor):
@@ -78,7 +96,7 @@ class Recorder(TorchDispatchMode):
         sid = self._sid_by_key.get(key)
         if sid is not None:
             return sid
-        rec = self.log.allocate(st.nbytes(), str(t.dtype).removeprefix("torch."), tuple(t.shape), Origin(origin),
+        rec = self.log.allocate(st.nbytes(), _dtype_name(t.dtype), tuple(t.shape), Origin(origin),
                                 name, module, self.phase, self.iteration, op_index)
         sid = rec.sid
         self._sid_by_key[key] = sid
@@ -126,7 +144,7 @@ class Recorder(TorchDispatchMode):
     def _record(self, func, args, kwargs, out, module: str) -> None:
         log = self.log
         index = len(log.ops)
-        name = str(func)
+        name = _op_name(func)
         inputs = []
         for t in _tensors(kwargs, _tensors(args, [])):
             if not self._tracked(t):
