@@ -86,6 +86,18 @@ def breakdown(p: Peak) -> Section:
                    numeric={1, 2, 3}, total=True, key="breakdown")
 
 
+def static(r: Result) -> Section:
+    """What the steady state holds whatever the batch: the floor no batch-size change lowers."""
+    peak = r.steady_state_peak.bytes
+    rows = [[kind, human_bytes(b), f"{b:,}", share(b, peak)] for kind, b in r.static.items()]
+    n = sum(r.static.values())
+    rows.append(["total", human_bytes(n), f"{n:,}", share(n, peak)])
+    lines = ["held for the whole steady state, whatever the batch: parameters, buffers, one iteration's "
+             "gradients and the optimizer state (share of the steady-state peak)."]
+    return Section("Static memory", lines, ["kind", "size", "bytes", "share of peak"], rows,
+                   numeric={1, 2, 3}, total=True, key="static")
+
+
 def phase_peaks(r: Result) -> Section | None:
     """Each phase's own peak: what the step peak becomes if another phase gets cheaper."""
     if not r.phase_peaks:
@@ -148,7 +160,7 @@ def ops(r: Result) -> Section:
     unknown = r.ops.get("unknown", {})
     lines = [f"{r.ops['count']:,} ATen ops recorded; trace {r.trace_seconds:.1f} s, analysis {r.analysis_seconds:.1f} s."]
     if unknown:
-        lines.append(f"{len(unknown)} op kinds have no registry entry (their outputs are counted; no kernel workspace "
+        lines.append(f"{len(unknown)} op kind{'s have' if len(unknown) > 1 else ' has'} no registry entry (their outputs are counted; no kernel workspace "
                      f"is assumed): " + ", ".join(f"{k} x{v}" for k, v in sorted(unknown.items(), key=lambda kv: -kv[1])))
     lines += r.notes
     return Section("Ops", lines, key="ops")
@@ -156,5 +168,6 @@ def ops(r: Result) -> Section:
 
 def build(r: Result, depth: int) -> list[Section]:
     p = r.steady_state_peak
-    sections = [summary(r), breakdown(p), phase_peaks(r), top_tensors(p), modalities(r), modules(r, depth), ops(r)]
+    sections = [summary(r), breakdown(p), static(r), phase_peaks(r), top_tensors(p), modalities(r), modules(r, depth),
+                ops(r)]
     return [s for s in sections if s is not None]
