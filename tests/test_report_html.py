@@ -258,4 +258,4 @@ def test_empty_optional_parts():
     assert "No timeline recorded" in page and "no registry entry" not in page
     checker = _parse(page)
     assert checker.errors == [] and checker.stack == []
-    assert [t["headers"][0] for t in checker.tables] == ["category", "category", "module"]
+    assert [t["headers"][0] for t in checker.tables] == ["category", "kind", "category", "module"]  # breakdown, static, tensors, modules
