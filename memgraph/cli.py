@@ -6,12 +6,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from dataclasses import Field, fields
 from pathlib import Path
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions, flag_of, positive_int
+from memgraph.output import check_output_path, write_output
 from memgraph.render.formats import FORMATS
 
 
@@ -38,7 +38,7 @@ def _training_args(p: argparse.ArgumentParser, command: str) -> None:
             continue
         names = (flag.name, flag.short) if flag.short else (flag.name,)
         g.add_argument(*names, dest=f.name, help=_help(f), **_argparse_kwargs(f))
-    p.add_argument("--output", "-o", help="write the report to FILE instead of standard output")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE ('-': standard output, the default)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
@@ -167,8 +167,6 @@ def _validate(a) -> str:
 
     root = Path(a.groundtruth)
     text = render_markdown(validate(root), root)
-    if a.output == "-":
-        a.output = None
     return text
 
 
@@ -201,31 +199,6 @@ def _defaults(d: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items())
 
 
-def write_output(text: str, path: str | None) -> None:
-    """Write all of ``text`` or nothing: a temporary file in the same folder, then an atomic rename."""
-    if path is None:
-        sys.stdout.write(text)
-        return
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise MemgraphError(f"cannot write {path!r}: folder {str(target.parent)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file open()'s usual mode
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def _quiet_transformers() -> None:
     """Config warnings (e.g. token ids outside a toy vocabulary) are noise in a memory report."""
     try:
@@ -241,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.debug:
         _quiet_transformers()
     try:
+        check_output_path(args.output)  # before any work: a bad target fails in a second, not after the trace
         write_output(args.run(args), args.output)
     except MemgraphError as e:
         if args.debug:
@@ -250,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memgraph: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (memgraph ... | head): end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # an internal error: still one line unless --debug
         if args.debug:
             raise
