@@ -39,8 +39,11 @@ ops the trace sees; the backend ops under them never reach the dispatch mode):
   on real CPU tensors of the traced shapes and strides under torch.profiler, exactly as the
   ``cpu`` measurement would see it, and caches the result per signature. Inputs are bounded by
   ``MEMGRAPH_CPU_PROBE_LIMIT_MB`` (default 512): bigger convolutions are probed at two smaller
-  batch sizes and extrapolated linearly in the batch. ``MEMGRAPH_CPU_PROBE=0`` turns probing
-  off; then :func:`mkldnn_estimate` (an avx512 blocked-format estimate, no scratchpad) is used.
+  batch sizes and extrapolated linearly in the batch; one whose batch is too small to shrink (fewer
+  than 4 samples) is not run at all, so a probe never allocates more than the limit for its inputs
+  (a 1 x 3 x 8192 x 8192 image would otherwise take gigabytes). ``MEMGRAPH_CPU_PROBE=0`` turns
+  probing off. Without a probe, :func:`mkldnn_estimate` (an avx512 blocked-format estimate, no
+  scratchpad) is used.
 
 Other CPU kernels with buffers of their own, each modelled from its source and checked against
 the profiler (tests/test_ops_registry.py): batch norm forward/backward (per-channel statistics,
@@ -485,14 +488,18 @@ def _run_profiled(op, args, kwargs, batch: int | None, batched: tuple[int, ...])
     return max(0, peak - live)
 
 
+MIN_BATCH_TO_EXTRAPOLATE = 4  # two smaller batches n1 < n2 <= batch / 2 exist
+
+
 def probe_kernel_peak(op, args: tuple, kwargs: dict, batched: tuple[int, ...] = (0,)) -> int | None:
     """Bytes the CPU kernel of ``op`` holds above its outputs at its peak, measured by running it.
 
     ``args`` may be meta tensors: they are replaced by zero-filled CPU tensors with the same shapes,
     strides, dtypes and requires_grad. ``batched`` are the positions of the arguments whose dim 0
     is the batch: when the inputs exceed the probe limit the op runs at two batch sizes that fit
-    and the result is extrapolated linearly to the real batch. None when probing is off or fails
-    (e.g. another profiler is already running).
+    and the result is extrapolated linearly to the real batch. None when probing is off, when the
+    inputs exceed the limit and the batch cannot shrink below it, or when the probe fails (e.g.
+    another profiler is already running).
     """
     if not probing_enabled():
         return None
@@ -505,9 +512,9 @@ def probe_kernel_peak(op, args: tuple, kwargs: dict, batched: tuple[int, ...] = 
         total = _alloc_bytes((args, kwargs))
         limit = _probe_limit_bytes()
         batch = next((args[i].shape[0] for i in batched if isinstance(args[i], torch.Tensor) and args[i].dim()), None)
-        if total <= limit or not batch or batch < 4:
+        if total <= limit:
             result = _run_profiled(op, args, kwargs, None, batched)
-        else:
+        elif batch and batch >= MIN_BATCH_TO_EXTRAPOLATE:
             per_sample = max(1, sum(_nbytes(args[i]) for i in batched if isinstance(args[i], torch.Tensor)) // batch)
             fixed = total - per_sample * batch
             n2 = max(2, min(batch // 2, (limit - fixed) // per_sample))

@@ -1,0 +1,35 @@
+"""The cpu target's convolution probe never runs real kernels on inputs above its limit."""
+
+import torch
+
+from memgraph.facts.ops import cpu_workspace
+
+
+def test_an_oversized_single_sample_convolution_is_not_run(monkeypatch):
+    def must_not_run(*a, **k):
+        raise AssertionError("probe ran a kernel above the limit")
+
+    monkeypatch.setattr(cpu_workspace, "_run_profiled", must_not_run)
+    monkeypatch.setenv(cpu_workspace.PROBE_LIMIT_ENV, "1")  # 1 MiB of inputs
+    # x: 1 x 3 x 512 x 512 float32 = 3 MiB > 1 MiB, and a batch of 1 cannot shrink
+    x = torch.empty(1, 3, 512, 512, device="meta")
+    w = torch.empty(8, 3, 3, 3, device="meta")
+    args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    assert cpu_workspace.probe_kernel_peak(torch.ops.aten.convolution.default, args, {}) is None
+
+
+def test_a_large_batch_is_probed_at_two_smaller_batches(monkeypatch):
+    ran = []
+
+    def fake(op, args, kwargs, batch, batched):
+        ran.append(batch)
+        return 1000 * batch  # 1000 B of scratch per sample
+
+    monkeypatch.setattr(cpu_workspace, "_run_profiled", fake)
+    monkeypatch.setenv(cpu_workspace.PROBE_LIMIT_ENV, "1")
+    # 16 x 3 x 128 x 128 float32 = 3 MiB; one sample is 192 KiB, so at most 5 samples fit in 1 MiB
+    x = torch.empty(16, 3, 128, 128, device="meta")
+    w = torch.empty(8, 3, 3, 3, device="meta")
+    args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    assert cpu_workspace.probe_kernel_peak(torch.ops.aten.convolution.default, args, {}) == 16 * 1000
+    assert ran == [2, 5]  # n2 = (1 MiB - 864 B of weight) // 192 KiB = 5, n1 = n2 // 2 = 2
