@@ -40,8 +40,10 @@ ops the trace sees; the backend ops under them never reach the dispatch mode):
   ``cpu`` measurement would see it, and caches the result per signature. Inputs are bounded by
   ``MEMGRAPH_CPU_PROBE_LIMIT_MB`` (default 512): bigger convolutions are probed at two smaller
   batch sizes and extrapolated linearly in the batch; one whose batch is too small to shrink (fewer
-  than 4 samples) is not run at all, so a probe never allocates more than the limit for its inputs
-  (a 1 x 3 x 8192 x 8192 image would otherwise take gigabytes). ``MEMGRAPH_CPU_PROBE=0`` turns
+  than 4 samples) is not run at all. The limit counts a probe's inputs *and* outputs (the outputs'
+  sizes come from running the op on meta first), so a probe allocates at most the limit plus the
+  kernel's own scratch (a 1 x 256 x 512 x 512 input to a 1x1 convolution to 1024 channels would
+  otherwise allocate a 1 GiB output and gigabytes of oneDNN reorders). ``MEMGRAPH_CPU_PROBE=0`` turns
   probing off. Without a probe, :func:`mkldnn_estimate` (an avx512 blocked-format estimate, no
   scratchpad) is used.
 
@@ -466,6 +468,12 @@ def _materialize(t: torch.Tensor, batch: int | None = None) -> torch.Tensor:
     return real
 
 
+def _meta_output_bytes(op, args: tuple, kwargs: dict) -> int:
+    """Bytes of ``op``'s outputs, from running it on meta copies of the arguments (nothing allocated)."""
+    meta_args, meta_kwargs = tree_map(lambda a: a.to("meta") if isinstance(a, torch.Tensor) else a, (args, kwargs))
+    return _alloc_bytes(op(*meta_args, **meta_kwargs))
+
+
 def _alloc_bytes(args) -> int:
     flat, _ = tree_flatten(args)
     return sum(_nbytes(t) for t in flat if isinstance(t, torch.Tensor))
@@ -509,19 +517,23 @@ def probe_kernel_peak(op, args: tuple, kwargs: dict, batched: tuple[int, ...] = 
         return _PROBE_CACHE[key]
     result = None
     try:
-        total = _alloc_bytes((args, kwargs))
+        outputs = _meta_output_bytes(op, args, kwargs)
+        total = _alloc_bytes((args, kwargs)) + outputs
         limit = _probe_limit_bytes()
         batch = next((args[i].shape[0] for i in batched if isinstance(args[i], torch.Tensor) and args[i].dim()), None)
         if total <= limit:
             result = _run_profiled(op, args, kwargs, None, batched)
         elif batch and batch >= MIN_BATCH_TO_EXTRAPOLATE:
-            per_sample = max(1, sum(_nbytes(args[i]) for i in batched if isinstance(args[i], torch.Tensor)) // batch)
+            # every output is counted as per-sample (grad_weight is not): n2 errs small, the probe stays bounded
+            batched_bytes = sum(_nbytes(args[i]) for i in batched if isinstance(args[i], torch.Tensor)) + outputs
+            per_sample = max(1, batched_bytes // batch)
             fixed = total - per_sample * batch
-            n2 = max(2, min(batch // 2, (limit - fixed) // per_sample))
-            n1 = max(1, n2 // 2)
-            y1 = _run_profiled(op, args, kwargs, n1, batched)
-            y2 = _run_profiled(op, args, kwargs, n2, batched)
-            result = max(0, round(y2 + (y2 - y1) * (batch - n2) / (n2 - n1)))
+            n2 = min(batch // 2, (limit - fixed) // per_sample)
+            if n2 >= 2:  # two batch sizes within the limit: extrapolate; else no probe
+                n1 = max(1, n2 // 2)
+                y1 = _run_profiled(op, args, kwargs, n1, batched)
+                y2 = _run_profiled(op, args, kwargs, n2, batched)
+                result = max(0, round(y2 + (y2 - y1) * (batch - n2) / (n2 - n1)))
     except Exception:
         result = None
     _PROBE_CACHE[key] = result
