@@ -1,9 +1,46 @@
+"""Shared test set-up: the fast/full split and the golden-file option.
+
+``python -m pytest`` runs the fast tests (pure logic, hand-computed numbers, meta traces of tiny
+models). Tests marked ``slow`` (they run a real training step on the CPU, or re-predict many
+stored measurements) and ``cli`` (they start the CLI in a subprocess) are skipped unless
+``--full`` is given; CI runs ``python -m pytest --full``.
+"""
+
 from pathlib import Path
 
 import pytest
 
 CONFIGS = Path(__file__).parent / "configs"
 REPO = Path(__file__).parent.parent
+
+FULL_ONLY = ("slow", "cli")
+SKIP_REASON = "{marker} test: run it with `python -m pytest --full` (what CI runs)"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("memgraph")
+    group.addoption("--full", action="store_true", default=False,
+                    help="also run the slow (live CPU measurements) and cli (subprocess) tests, as CI does")
+    group.addoption("--update-golden", action="store_true", default=False,
+                    help="rewrite tests/golden/ from the current renderers instead of comparing with it")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--full"):
+        return
+    for item in items:
+        marker = next((m for m in FULL_ONLY if m in item.keywords), None)
+        if marker:
+            item.add_marker(pytest.mark.skip(reason=SKIP_REASON.format(marker=marker)))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if config.getoption("--full"):
+        return
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "--full" in str(r.longrepr)]
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} slow/cli tests skipped: `python -m pytest --full` runs "
+                                    "everything (CI does)")
 
 
 @pytest.fixture(autouse=True)

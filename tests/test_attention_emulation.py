@@ -144,9 +144,11 @@ def test_cpu_target_asks_this_pytorch_which_kernel_it_would_run():
     assert sum(b for b, _, _ in saved.values()) == B * H * S * D * F32 + B * H * S * F32
 
 
+@pytest.mark.slow
 def test_cpu_sdpa_prediction_matches_the_cpu_measurement():
     # The CPU picks its flash kernel for fp32; before this emulation the meta math path over-predicted
-    # this step by a third (38.0 MB against 28.6 MB measured).
+    # this step by a third (38.0 MB against 28.6 MB measured). Tolerance 1%: tighter than the 2% promise,
+    # to catch the SDPA emulation drifting (a math-path fallback would be off by a third).
     opts = dict(target="cpu", attn_implementation="sdpa", seq_len=256, batch_size=4)
     predicted = analyze("tests/configs/tiny-llama.json", **opts).steady_state_peak.bytes
     measured = measure("tests/configs/tiny-llama.json", device="cpu", **opts)["iterations"][1]["peak_allocated"]

@@ -1,4 +1,8 @@
-"""The CLI as a user runs it: reports, formats, and one-line errors with a non-zero exit."""
+"""The CLI as a user runs it: reports, formats, and one-line errors with a non-zero exit.
+
+``main()`` runs in-process in the fast tests; the tests marked ``cli`` start ``python -m memgraph`` in
+a subprocess (exit status, stderr, no traceback, as a shell sees them) and run with ``--full``.
+"""
 
 import json
 import os
@@ -12,6 +16,10 @@ from memgraph.cli import main
 from tests.conftest import CONFIGS
 
 TINY = str(CONFIGS / "tiny-llama.json")
+# tiny-llama by hand: embeddings 1000*64; per layer q 64*64, k and v 64*32, o 64*64, gate/up/down
+# 64*128 each, two RMSNorm weights 64 -> 36,992; two layers, final norm 64, untied lm_head 64*1000.
+TINY_PARAMS = 1000 * 64 + 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64 + 64 * 1000
+assert TINY_PARAMS == 202_048
 
 
 def run(*args):
@@ -35,7 +43,7 @@ def test_json_output_file_matches_schema(tmp_path):
     assert data["schema_version"] == SCHEMA_VERSION and data["target"] == "cuda"
     assert sum(peak["by_category"].values()) == peak["bytes"]
     assert peak["iteration"] == 2 and peak["phase"] in ("forward", "backward", "optimizer", "zero_grad")
-    assert data["parameters"] == data["trainable_parameters"] > 0
+    assert data["parameters"] == data["trainable_parameters"] == TINY_PARAMS
     assert [p["phase"] for p in data["phase_peaks"]] == ["forward", "backward", "optimizer", "zero_grad"]
     assert max(p["bytes"] for p in data["phase_peaks"]) == peak["bytes"]
     # a report file gets open()'s usual mode (0666 less the umask), not the temporary file's 0600
@@ -44,10 +52,17 @@ def test_json_output_file_matches_schema(tmp_path):
     assert out.stat().st_mode & 0o777 == 0o666 & ~mask
 
 
-def test_markdown_tables_rows_add_up(tmp_path, capsys):
+def test_markdown_category_rows_add_up(capsys):
     assert main(["analyze", TINY, "-s", "32", "--format", "md"]) == 0
     md = capsys.readouterr().out
-    assert md.startswith("# memgraph analyze") and "| category" in md
+    assert md.startswith("# memgraph analyze")
+    # the "Alive at the steady-state peak" table: | category | size | bytes | share |, then a total row
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines()
+            if line.startswith("| ") and line.count("|") == 5]
+    start = next(i for i, r in enumerate(rows) if r[0] == "category") + 1
+    end = next(i for i in range(start, len(rows)) if rows[i][0] == "total")
+    parts = [int(r[2].replace(",", "")) for r in rows[start:end]]
+    assert len(parts) >= 4 and sum(parts) == int(rows[end][2].replace(",", ""))
 
 
 def test_models_lists_the_zoo(capsys):
@@ -59,7 +74,7 @@ def test_models_lists_the_zoo(capsys):
         assert name in out
 
 
-@pytest.mark.parametrize("args,fragment", [
+BAD_INPUTS = [
     (["analyze", "llama2-7b"], "did you mean llama-2-7b"),
     (["analyze", "gpt2", "--batch-size", "abc"], "'abc' is not an integer"),
     (["analyze", "gpt2", "--batch-size", "0"], "'0' must be >= 1"),
@@ -74,7 +89,22 @@ def test_models_lists_the_zoo(capsys):
     (["analyze", "gpt2", "--loop", "lightning"], "invalid choice: 'lightning'"),
     (["analyze", TINY, "-s", "8", "--stage", "2"], "--stage 2 trains the projector and language model"),
     (["measure", TINY, "-s", "8", "--device", "cpu", "--snapshot", "s.pickle"], "use it with --device cuda"),
-])
+]
+
+
+@pytest.mark.parametrize("args,fragment", BAD_INPUTS)
+def test_bad_input_is_one_line_error_in_process(args, fragment, capsys):
+    try:
+        code = main(args)
+    except SystemExit as e:  # argparse's own errors exit with status 2
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and fragment in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("args,fragment", BAD_INPUTS)
 def test_bad_input_is_one_line_nonzero_no_traceback(args, fragment):
     code, out, err = run(*args)
     assert code != 0
@@ -82,6 +112,7 @@ def test_bad_input_is_one_line_nonzero_no_traceback(args, fragment):
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.cli
 def test_malformed_config(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text("{not json")
@@ -92,6 +123,7 @@ def test_malformed_config(tmp_path):
     assert code == 2 and "architectures" in err
 
 
+@pytest.mark.cli
 def test_trace_failure_names_the_op_and_module():
     code, _, err = run("analyze", "tests.fixtures.nets:data_dependent", "--input", "x=float32[2,4]")
     assert code != 0 and "Traceback" not in err
@@ -99,11 +131,13 @@ def test_trace_failure_names_the_op_and_module():
     assert "top level" in err or "module" in err
 
 
+@pytest.mark.cli
 def test_debug_shows_the_traceback():
     code, _, err = run("analyze", "llama2-7b", "--debug")
     assert code != 0 and "Traceback" in err
 
 
+@pytest.mark.cli
 def test_failed_run_writes_nothing(tmp_path):
     out = tmp_path / "report.json"
     code, _, _ = run("analyze", "tests.fixtures.nets:data_dependent", "--input", "x=float32[2,4]", "-o", str(out))

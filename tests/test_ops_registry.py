@@ -1,5 +1,5 @@
 """The op registry: duplicates, CPU convolution workspaces (by hand and against the profiler), and
-the ``cpu`` target's steady-state peak against torch.profiler for the convolution models."""
+the ``cpu`` target's steady-state peak with convolution probing off against a live measurement."""
 
 from __future__ import annotations
 
@@ -138,14 +138,25 @@ def test_backend_mirror_agrees_with_aten():
 
 
 def test_probe_is_cached_and_can_be_disabled(monkeypatch):
+    # batch 8, 16 channels, 1x1 kernel: oneDNN (Mkldnn), so the workspace is probed on the CPU
     x = torch.empty(8, 16, 8, 8, device="meta")
     w = torch.empty(4, 16, 1, 1, device="meta", requires_grad=True)
     args = (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    runs = []
+    real_run = cw._run_profiled
+    monkeypatch.setattr(cw, "_run_profiled", lambda *a: runs.append(a) or real_run(*a))
+    cw._PROBE_CACHE.clear()
     first = cw.convolution(args, {}, None)
     assert first and first == cw.convolution(args, {}, None)
+    assert len(runs) == 1  # the second call is answered from the cache: the kernel ran once
     monkeypatch.setenv(cw.PROBE_ENV, "0")
     assert cw.probe_kernel_peak(A.convolution.default, args, {}) is None
-    assert cw.convolution(args, {}, None) == cw.mkldnn_estimate(x, w, [1, 1], [0, 0], [1, 1], 1)
+    # probing off -> mkldnn_estimate, by hand (16 channels: not oneDNN's "1st conv" path, all blocked):
+    # blocked src 8*pad16(16)*8*8*4 = 32768, blocked weight pad16(4)*pad16(16)*1*4 = 1024,
+    # blocked dst 8*pad16(4)*8*8*4 = 32768, dense output 8*4*8*8*4 = 8192.
+    # src, weight, dst alive together: 32768 + 1024 + 32768 = 66560 (then weight and src die, the
+    # output is made, dst dies): the peak above the output is 66560 - 8192 = 58368 B.
+    assert cw.convolution(args, {}, None) == [58368]
 
 
 def test_probe_extrapolates_big_batches(monkeypatch):
@@ -239,34 +250,14 @@ def test_tiny_configs_have_no_unknown_ops(name, target):
 
 
 # -- the cpu target against the measurement -------------------------------------------------------
-PEAK_CASES = [
-    ("tiny-resnet.json", dict(batch_size=1, image_size=32, optimizer="sgd")),
-    ("tiny-resnet.json", dict(batch_size=1, image_size=32, optimizer="adamw")),
-    ("tiny-resnet.json", dict(batch_size=8, image_size=32, optimizer="sgd")),
-    ("tiny-resnet.json", dict(batch_size=8, image_size=32, optimizer="adamw")),
-    ("tiny-vit.json", dict(batch_size=1, optimizer="sgd")),
-    ("tiny-vit.json", dict(batch_size=1, optimizer="adamw")),
-    ("tiny-clip.json", dict(batch_size=1, seq_len=16, optimizer="sgd")),
-    ("tiny-clip.json", dict(batch_size=1, seq_len=16, optimizer="adamw")),
-]
-
-
-@pytest.mark.parametrize("config,kw", PEAK_CASES, ids=lambda v: v if isinstance(v, str) else
-                         "-".join(f"{k}={x}" for k, x in v.items()))
-def test_cpu_steady_state_peak_matches_measurement(config, kw):
-    path = str(CONFIGS / config)
-    r = analyze(path, target="cpu", **kw)
-    m = measure(path, device="cpu", target="cpu", **kw)  # target="cpu": the same optimizer implementation
-    measured = max(i["peak_allocated"] for i in m["iterations"][1:])
-    predicted = r.steady_state_peak.bytes
-    assert abs(predicted - measured) <= 0.02 * measured, (predicted, measured)
-    assert r.ops["unknown"] == {}
-
-
+# (the steady-state peaks of tiny-resnet, tiny-vit and tiny-clip with probing on are measured in
+# tests/test_cpu_ground_truth.py; this is the one configuration with probing off)
+@pytest.mark.slow
 def test_cpu_peak_without_probing_stays_close(monkeypatch):
     monkeypatch.setenv(cw.PROBE_ENV, "0")
     path = str(CONFIGS / "tiny-resnet.json")
     kw = dict(batch_size=8, image_size=32, optimizer="sgd")
     predicted = analyze(path, target="cpu", **kw).steady_state_peak.bytes
     measured = max(i["peak_allocated"] for i in measure(path, device="cpu", target="cpu", **kw)["iterations"][1:])
+    # 3%: without probing, oneDNN's buffers come from mkldnn_estimate, which leaves out the scratchpads
     assert abs(predicted - measured) <= 0.03 * measured, (predicted, measured)

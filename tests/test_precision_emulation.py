@@ -135,9 +135,20 @@ def test_pure_bf16_params_grads_and_adam_state_are_two_bytes_each():
     trace = trace_training(resolve(MLP), TrainingOptions(**opts))
     roles = [s for s in trace.log.storages if s.role in ("gradient", "optimizer_state") or s.origin == "parameter"]
     assert roles and all(s.dtype == "bfloat16" for s in roles)
-    # the real CPU run of the same bf16 program agrees (up to the ~20 B of CPU scalars meta never sees)
+
+
+@pytest.mark.slow
+def test_pure_bf16_prediction_matches_the_cpu_measurement():
+    """The real CPU run of the same bf16 program agrees, up to the CPU scalars meta never sees.
+
+    Tolerance: measured - predicted in [0, 64) B. The trace runs on meta, and host scalars made
+    outside it are not seen (AdamW's two float32 `step` counters, 2 x 4 B, are among them); the
+    difference measured with torch 2.13 is 18 B.
+    """
+    opts = dict(inputs=("x=bfloat16[4,16]",), optimizer="adamw", target="cpu", precision="bf16")
+    predicted = analyze(MLP, **opts).steady_state_peak.bytes
     m = measure(MLP, device="cpu", **opts)
-    assert 0 <= m["iterations"][1]["peak_allocated"] - r.steady_state_peak.bytes < 64
+    assert 0 <= m["iterations"][1]["peak_allocated"] - predicted < 64
 
 
 # -- fp16-mixed: GradScaler on meta ------------------------------------------------------------------

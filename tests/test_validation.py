@@ -30,6 +30,7 @@ def test_summary_arithmetic_by_hand():
     assert summarize(rows, "reserved") is None
 
 
+@pytest.mark.slow  # re-predicts all 22 stored configurations
 def test_cpu_ground_truth_within_bounds():
     rows = validate(GROUNDTRUTH / "cpu")
     assert len(rows) >= 22 and not any(r.error for r in rows)
@@ -41,6 +42,7 @@ def test_cpu_ground_truth_within_bounds():
 GPU_FOLDERS = sorted(p for p in GROUNDTRUTH.iterdir() if p.is_dir() and p.name != "cpu") if GROUNDTRUTH.is_dir() else []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not GPU_FOLDERS, reason="no GPU measurements stored yet (reports/groundtruth/<gpu>/)")
 @pytest.mark.parametrize("folder", GPU_FOLDERS, ids=lambda p: p.name)
 def test_gpu_ground_truth_allocated_mape(folder):

@@ -1,0 +1,94 @@
+"""Shadow values: data-dependent forward code (counting image tokens, masks, .item()) on meta.
+
+The small integer inputs carry real values beside their meta tensors; floating-point work stays
+valueless, and a value-dependent op on it fails with the op and module named.
+"""
+
+import pytest
+import torch
+
+from memgraph.errors import TraceError
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import ModelSpec, resolve
+from memgraph.trace.recorder import Recorder
+from memgraph.trace.shadow_values import ShadowValues
+from memgraph.trace.tracer import trace_training
+from tests.conftest import CONFIGS
+
+
+def test_shadow_values_answer_value_dependent_ops():
+    sv = ShadowValues()
+    ids = torch.empty(2, 6, dtype=torch.long, device="meta")
+    sv.attach(ids, torch.tensor([[1, 9, 9, 4, 5, 6], [1, 9, 3, 9, 9, 2]]))
+    emb = torch.empty(2, 6, 4, device="meta")
+    with sv:
+        mask = ids == 9
+        n = mask.sum()
+        assert n.item() == 5 and int(n) == 5 and bool(n > 4)
+        nz = mask.nonzero()
+        assert nz.device.type == "meta" and nz.shape == (5, 2)
+        assert sv.value(nz).tolist() == [[0, 1], [0, 2], [1, 1], [1, 3], [1, 4]]
+        assert ids[1].tolist() == [1, 9, 3, 9, 9, 2]
+        assert emb[mask].shape == (5, 4)  # boolean index into a valueless float tensor
+        assert emb.masked_select(mask.unsqueeze(-1)).shape == (20,)
+        assert torch.repeat_interleave(ids[0, :3]).shape == (1 + 9 + 9,)
+        assert sv.value(torch.unique(ids)).tolist() == [1, 2, 3, 4, 5, 6, 9]
+        assert max(ids[0, 1], ids[0, 3]).item() == 9
+        assert torch.equal(ids, ids)
+        # views and in-place ops keep the shadows right
+        pos = torch.zeros(3, 2, 6, dtype=torch.long, device="meta")
+        pos[:, 1, mask[1]] = torch.arange(3, device="meta").view(3, 1).expand(3, 3) + 10
+        assert sv.value(pos)[:, 1].tolist() == [[0, 10, 0, 10, 10, 0], [0, 11, 0, 11, 11, 0], [0, 12, 0, 12, 12, 0]]
+        v = ids.clone()
+        v.view(-1)[0] = 7
+        assert v[0, 0].item() == 7
+        # torch.tensor(...) on meta never reaches the dispatcher: the companion mode shadows it
+        assert sv.value(torch.tensor([n, n + 1], device="meta")).tolist() == [5, 6]
+        # a write from a valueless tensor drops the shadows of every alias: never stale
+        alias = v[0]
+        v.copy_(torch.empty(2, 6, device="meta"))
+        assert sv.value(v) is None and sv.value(alias) is None
+        # floating-point work stays valueless; value-dependent ops on it fail as before
+        assert sv.value(emb * 2) is None
+        with pytest.raises(RuntimeError):
+            (emb.sum() > 0).item()
+        with pytest.raises(NotImplementedError):
+            torch.empty(3, dtype=torch.long, device="meta").nonzero()  # uninitialised: no values
+
+
+def test_recorder_sees_answered_ops_once_with_their_outputs():
+    sv = ShadowValues()
+    ids = torch.empty(8, dtype=torch.long, device="meta")
+    sv.attach(ids, torch.tensor([0, 3, 0, 3, 3, 1, 0, 3]))
+    rec = Recorder(device_type="meta")
+    with sv, rec:  # the recorder on top
+        idx = (ids == 3).nonzero()
+        count = (ids == 3).sum().item()
+    # each op once, none of the CPU work on the shadows
+    assert [o.op for o in rec.log.ops] == ["aten.eq.Scalar", "aten.nonzero.default", "aten.eq.Scalar",
+                                       "aten.sum.default", "aten._local_scalar_dense.default"]
+    assert count == 4 and idx.shape == (4, 1)
+    nz = rec.log.ops[1]
+    assert rec.log.storages[nz.allocated[0]].shape == (4, 1)
+
+
+def test_value_dependent_op_without_values_names_op_and_module():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.lin(x)
+            return h[h > 0].sum()  # depends on float values: no shadow, must fail clearly
+
+    spec = ModelSpec(name="net", source="callable", task="custom", factory=Net)
+    with pytest.raises(TraceError, match=r"tracing failed at aten\.index\.Tensor in module 'the model's top level'"):
+        trace_training(spec, TrainingOptions(inputs=("x=float32[2,4]",), target="cpu"))
+
+
+def test_text_only_batches_carry_no_values():
+    spec = resolve(str(CONFIGS / "tiny-llama.json"))
+    opts = TrainingOptions(seq_len=16, target="cpu")
+    batch_spec = spec.batch(opts, torch.float32)
+    assert ShadowValues().attach_batch(batch_spec, batch_spec.make("meta")) == 0
