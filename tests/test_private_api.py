@@ -123,8 +123,10 @@ def test_guard_fails_loudly_when_its_thing_changes(monkeypatch, name):
     with pytest.raises(PrivateApiError) as info:
         api.GUARDS[name]()
     message = str(info.value)
-    library, version, supported = (("transformers", transformers.__version__, api.TRANSFORMERS_RANGE)
-                                   if name.startswith("transformers") else ("torch", torch.__version__, api.TORCH_RANGE))
+    if name.startswith("transformers"):
+        library, version, supported = "transformers", transformers.__version__, api.TRANSFORMERS_RANGE
+    else:
+        library, version, supported = "torch", torch.__version__, api.TORCH_RANGE
     assert message.startswith(f"{library} {version}: ")  # the version found
     assert f"supports {library}{supported}" in message  # the supported range
     assert named in message  # what changed
