@@ -15,6 +15,8 @@ import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from memgraph.private_api import kineto_events
+
 MEMORY_EVENT = "[memory]"  # name torch.profiler gives allocator events (profile_memory=True)
 
 
@@ -48,7 +50,7 @@ def cpu_memory_events(prof) -> list[tuple[int, int]]:
     """(time in ns, +bytes allocated / -bytes freed) of every CPU allocator event, in time order.
 
     The sort is stable: events with the same timestamp keep their recorded order."""
-    events = [(e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+    events = [(e.start_ns(), e.nbytes()) for e in kineto_events(prof)
               if e.name() == MEMORY_EVENT and e.device_type() == torch.autograd.DeviceType.CPU]
     events.sort(key=lambda m: m[0])
     return events

@@ -11,6 +11,7 @@ from memgraph.measure.real_step import build_run, precision_context
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.tasks import loss_from_outputs
+from memgraph.private_api import dump_memory_history, set_allocator_settings, start_memory_history
 from memgraph.trace.training_step import train_iteration
 
 NVIDIA_SMI_QUERY = "name,driver_version,memory.total,memory.used"
@@ -27,11 +28,11 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions, snapshot: str | None = 
     if not torch.cuda.is_available():
         raise MemgraphError("no CUDA device: run 'memgraph measure --device cuda' on a machine with an NVIDIA GPU")
     if opts.allocator_conf:  # before the first allocation, as PYTORCH_CUDA_ALLOC_CONF would be
-        torch.cuda.memory._set_allocator_settings(opts.allocator_conf)
+        set_allocator_settings(opts.allocator_conf)
     torch.cuda.init()
     context = _device_used()  # before any tensor: the CUDA context (and other processes)
     if snapshot:
-        torch.cuda.memory._record_memory_history(max_entries=SNAPSHOT_MAX_ENTRIES)
+        start_memory_history(SNAPSHOT_MAX_ENTRIES)
     model, batch, optimizer, impl = build_run(spec, opts, "cuda")
     autocast, scaler = precision_context(opts, "cuda")
     torch.cuda.synchronize()
@@ -54,8 +55,7 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions, snapshot: str | None = 
             "memory_stats": {k: v for k, v in torch.cuda.memory_stats().items() if isinstance(v, (int, float))},
         })
     if snapshot:
-        torch.cuda.memory._dump_snapshot(snapshot)
-        torch.cuda.memory._record_memory_history(enabled=None)
+        dump_memory_history(snapshot)
     props = torch.cuda.get_device_properties(0)
     return {
         "optimizer_impl": impl,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.machinery
+import importlib.util
 import json
 import sys
 from dataclasses import dataclass, field
@@ -16,6 +19,7 @@ from memgraph.model_spec import zoo
 from memgraph.model_spec.inputs import Batch, parse_input
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.tasks import TASKS, task_for_class
+from memgraph.private_api import model_from_config
 
 
 @dataclass
@@ -45,7 +49,7 @@ class ModelSpec:
                 f"transformers {transformers.__version__} has no class {self.model_class!r}: "
                 "upgrade transformers or fix 'architectures' in the config"
             )
-        return cls._from_config(self.config, attn_implementation=opts.attn_implementation, dtype=dtype)
+        return model_from_config(cls, self.config, opts.attn_implementation, dtype)
 
     def batch(self, opts: TrainingOptions, float_dtype: torch.dtype) -> Batch:
         if self.task == "custom":
@@ -113,16 +117,61 @@ def _from_config_path(path: Path) -> ModelSpec:
 
 
 def _from_callable(ref: str) -> ModelSpec:
-    module_name, _, func_name = ref.partition(":")
-    if not module_name or not func_name.isidentifier():
+    module_ref, _, func_name = ref.partition(":")
+    if not module_ref or not func_name.isidentifier():
         raise MemgraphError(f"model {ref!r} is not module:function, a zoo name, or an existing config path")
-    if "" not in sys.path:
-        sys.path.insert(0, "")  # let users name modules in the current directory
+    folder, module_name = _module_location(module_ref)
     try:
-        module = importlib.import_module(module_name)
+        module = import_from_folder(module_name, folder)
     except ImportError as e:
         raise MemgraphError(f"cannot import module {module_name!r} for {ref!r}: {e}") from None
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise MemgraphError(f"module {module_name!r} has no callable {func_name!r}")
     return ModelSpec(name=ref, source="callable", task="custom", factory=factory)
+
+
+def _module_location(module_ref: str) -> tuple[Path, str]:
+    """(folder, dotted module name): ``dir/sub/net.py`` or ``dir/sub/net`` -> (dir/sub, "net");
+    a dotted name such as ``pkg.net`` -> (the current folder, "pkg.net")."""
+    if "/" in module_ref or module_ref.endswith(".py"):
+        path = Path(module_ref)
+        return path.parent.resolve(), path.name.removesuffix(".py")
+    return Path.cwd(), module_ref
+
+
+def import_from_folder(module_name: str, folder: Path):
+    """Import ``module_name`` (dotted) with its top-level package or module found in ``folder`` first.
+
+    ``folder`` is searched for that one name only, without putting it first on ``sys.path``: a file
+    there named like an installed package (``tabulate.py``) never shadows it. While the module runs,
+    ``folder`` is *appended* to ``sys.path`` so that it can import its sibling modules; ``sys.path``
+    is restored exactly afterwards. A name not found in ``folder`` is imported as usual (installed
+    packages). Raises ImportError.
+    """
+    top = module_name.partition(".")[0]
+    spec = None if top in sys.modules else importlib.machinery.PathFinder.find_spec(top, [str(folder)])
+    with _path_appended(folder):
+        if spec is not None:
+            _load_top_level(spec)
+        return importlib.import_module(module_name)
+
+
+def _load_top_level(spec) -> None:
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(spec.name, None)
+        raise
+
+
+@contextlib.contextmanager
+def _path_appended(folder: Path):
+    saved = list(sys.path)
+    sys.path.append(str(folder))
+    try:
+        yield
+    finally:
+        sys.path[:] = saved

@@ -87,6 +87,7 @@ from memgraph.facts.autocast_policy import (
     PROMOTE_OPS,
     autocast_policy,
 )
+from memgraph.private_api import BINDING_NAMESPACES, TENSOR_BINDINGS, is_view, nll_loss_nd
 from memgraph.trace.transparent_mode import PASS, TransparentFunctionMode
 
 AUTOCAST_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -107,7 +108,7 @@ ALIASES = {
     "arcsin": "asin",
     "arctan2": "atan2",
 }
-_BINDING_OWNERS = (torch._C._VariableFunctions, torch._C.TensorBase, torch._C._nn, torch._C._linalg, torch._C._special)
+_BINDING_OWNERS = BINDING_NAMESPACES  # torch._C._VariableFunctions, TensorBase, _nn, _linalg, _special
 
 
 def _bindings(name: str) -> list:
@@ -129,7 +130,7 @@ def _build_rules() -> dict:
         for f in _bindings(binding_name):
             rules.setdefault(f, (op, policy))
     for dunder, op in (("__matmul__", "matmul"), ("__pow__", "pow")):  # `a @ b`, `a ** 2`
-        f = getattr(torch._C.TensorBase, dunder, None)
+        f = getattr(TENSOR_BINDINGS, dunder, None)
         if f is not None:
             rules.setdefault(f, (op, autocast_policy(op)))
     for f in _bindings("cross_entropy_loss"):
@@ -201,7 +202,7 @@ class AutocastMode(TransparentFunctionMode):
             return t
         state = _tls()
         cacheable = (to == self.dtype and t.dtype == torch.float32 and t.requires_grad and t.is_leaf
-                     and not t._is_view() and self.cache_enabled and id(t) not in state.cached_ids)
+                     and not is_view(t) and self.cache_enabled and id(t) not in state.cached_ids)
         if cacheable:
             hit = state.cache.get(id(t))
             if hit is not None and hit[0]() is t:
@@ -301,7 +302,7 @@ class AutocastMode(TransparentFunctionMode):
         class_dim = 0 if x.dim() == 1 else 1
         with self:
             logp = torch.log_softmax(x, class_dim, dtype=x.dtype)  # explicit dtype: not autocast
-            return torch._C._nn.nll_loss_nd(logp, target, bound.get("weight"), bound.get("reduction", 1),
+            return nll_loss_nd(logp, target, bound.get("weight"), bound.get("reduction", 1),
                                            bound.get("ignore_index", -100))
 
 

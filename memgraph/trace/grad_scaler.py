@@ -23,21 +23,21 @@ from __future__ import annotations
 import warnings
 
 import torch
-from torch.amp.grad_scaler import GradScaler
+
+from memgraph.private_api import GradScalerAssumingFiniteGrads
 
 
-class MetaGradScaler(GradScaler):
-    """``torch.amp.GradScaler`` on ``device`` (default ``meta``) that assumes no inf/NaN gradients."""
+class MetaGradScaler(GradScalerAssumingFiniteGrads):
+    """``torch.amp.GradScaler`` on ``device`` (default ``meta``) that assumes no inf/NaN gradients.
+
+    GradScaler's ``_maybe_opt_step`` checks ``sum(v.item() for v in found_inf_per_device.values())``;
+    a meta tensor has no value, so the parent class (:mod:`memgraph.private_api`) takes the branch
+    of finite gradients."""
 
     def __init__(self, device: str = "meta", **kwargs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             super().__init__(device=device, **kwargs)
-
-    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
-        # GradScaler._maybe_opt_step: `if not sum(v.item() for v in found_inf_per_device.values())`;
-        # a meta tensor has no value, so take the branch of finite gradients.
-        return optimizer.step(*args, **kwargs)
 
 
 def make_scaler(precision: str, device: str):

@@ -11,16 +11,15 @@ For a branch that backward never runs (LLaVA computes the vision tower's last la
 layer -2) the cycle keeps the branch's saved activations alive for the rest of the run, which
 a plain training loop frees right after forward (measured: +4.8% peak on a tiny LLaVA, growing
 every iteration). The tracker here ends a module's backward at the first gradient that reaches
-one of its inputs, from a hook that references no autograd node.
+one of its inputs, from a hook that references no autograd node (ModTracker's forward pre-hook is
+copied, with that one call made overridable, in :class:`memgraph.private_api.ModTrackerCopy`).
 """
 
 from __future__ import annotations
 
-import weakref
-
 import torch
-from torch.distributed._tools.mod_tracker import ModTracker
-from torch.utils._pytree import tree_flatten
+
+from memgraph.private_api import ModTrackerCopy, current_graph_task_id
 
 ROOT = ""  # module path of the model itself (state_dict-style paths are relative to it)
 
@@ -33,7 +32,7 @@ def _after_first_grad(tensors: list[torch.Tensor], fn) -> None:
     done: set[int] = set()  # graph tasks in which fn already ran
 
     def hook(_grad):
-        task = torch._C._current_graph_task_id()
+        task = current_graph_task_id()
         if task not in done:
             done.clear()  # one backward at a time: forget earlier graph tasks
             done.add(task)
@@ -43,23 +42,11 @@ def _after_first_grad(tensors: list[torch.Tensor], fn) -> None:
         t.register_hook(hook)
 
 
-class _Tracker(ModTracker):
+class _Tracker(ModTrackerCopy):
     """ModTracker whose end-of-module-backward hook references no autograd node (no cycle, no leak)."""
 
-    def _fw_pre_hook(self, mod, input):
-        if torch._dynamo.eval_frame._is_in_optimized_module():
-            return
-        name = self._get_mod_name(mod)
-        w_mod = weakref.ref(mod)
-        self._get_append_fn(w_mod, name, False)()
-        if self._user_pre_fw_hook is not None:
-            self._user_pre_fw_hook(mod, input)
-        tensors = [a for a in tree_flatten(input)[0] if isinstance(a, torch.Tensor) and a.requires_grad]
-        if not self.is_bw:
-            if tensors:
-                _after_first_grad(tensors, self._get_pop_fn(w_mod, name, True))
-            else:
-                self._post_bw_callbacks_to_enqueue.append(self._get_pop_fn(w_mod, name, True))
+    def on_backward_end(self, tensors: list[torch.Tensor], fn) -> None:
+        _after_first_grad(tensors, fn)
 
 
 class ModuleStack:

@@ -53,7 +53,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
 from memgraph.errors import MemgraphError
 from memgraph.facts.sdpa_backend import (
@@ -63,12 +62,12 @@ from memgraph.facts.sdpa_backend import (
     choose_sdpa_backend,
     transformers_attention_backend,
 )
+from memgraph.private_api import DROPOUT_BINDING as DROPOUT
+from memgraph.private_api import SDPA_BINDING as SDPA
+from memgraph.private_api import DisableTorchFunction, disable_current_modes, fused_sdp_choice, sdp_priority_order
 from memgraph.trace.transparent_mode import PASS, TransparentFunctionMode
 
-SDPA = torch._C._nn.scaled_dot_product_attention
-DROPOUT = torch._C._VariableFunctions.dropout
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
-_PRIORITY_NAMES = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}
 
 
 @dataclass
@@ -141,13 +140,8 @@ def _cuda_enabled() -> tuple[set[str], tuple[str, ...] | None]:
         ("math", torch.backends.cuda.math_sdp_enabled()),
         ("cudnn", torch.backends.cuda.cudnn_sdp_enabled()),
     ) if on}
-    priority = None
-    getter = getattr(torch._C, "_get_sdp_priority_order", None)
-    if getter is not None:
-        order = tuple(_PRIORITY_NAMES[i] for i in getter() if i in _PRIORITY_NAMES)
-        if order != ("flash", "efficient", "math", "cudnn"):
-            priority = order
-    return enabled, priority
+    order = sdp_priority_order()
+    return enabled, (order if order != ("flash", "efficient", "math", "cudnn") else None)
 
 
 def _standin(t: torch.Tensor) -> torch.Tensor:
@@ -161,11 +155,11 @@ def _standin(t: torch.Tensor) -> torch.Tensor:
 def cpu_sdpa_backend(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> str:
     """The backend real CPU tensors of these shapes take in this PyTorch build ("flash" or "math")."""
     # outside every mode: the recorder must not see this CPU-side question
-    with torch._C.DisableTorchFunction(), _disable_current_modes():
-        choice = torch.ops.aten._fused_sdp_choice(
+    with DisableTorchFunction(), disable_current_modes():
+        choice = fused_sdp_choice(
             _standin(q), _standin(k), _standin(v), None if attn_mask is None else _standin(attn_mask),
-            dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
-    return {1: "flash"}.get(int(choice), "math")
+            dropout_p, is_causal, scale, enable_gqa)
+    return "flash" if choice == "flash" else "math"
 
 
 class KernelMode(TransparentFunctionMode):

@@ -49,9 +49,15 @@ from contextlib import ExitStack
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
-from torch.utils._pytree import tree_map
-from torch.utils.weak import WeakIdKeyDictionary
+
+from memgraph.private_api import (
+    TorchDispatchMode,
+    WeakIdKeyDictionary,
+    op_schema,
+    storage_key,
+    tree_map,
+)
+from memgraph.private_api import disable_current_modes as _disable_current_modes
 
 aten = torch.ops.aten
 
@@ -265,7 +271,7 @@ class ShadowValues(TorchDispatchMode):
     def _written_args(self, func, args, kwargs) -> list[torch.Tensor]:
         spec = self._written.get(func)
         if spec is None:
-            spec = [(i, a.name) for i, a in enumerate(func._schema.arguments)
+            spec = [(i, a.name) for i, a in enumerate(op_schema(func).arguments)
                     if a.alias_info is not None and a.alias_info.is_write]
             self._written[func] = spec
         out = []
@@ -276,9 +282,9 @@ class ShadowValues(TorchDispatchMode):
 
     def _forget(self, t: torch.Tensor) -> None:
         """Drop the shadows of every tensor that shares ``t``'s storage (their values are unknown now)."""
-        key = t.untyped_storage()._cdata
+        key = storage_key(t)
         for other in list(self._values.keys()):
-            if other.untyped_storage()._cdata == key:
+            if storage_key(other) == key:
                 del self._values[other]
 
     def _fresh_targets(self, func, args, kwargs, written) -> list[torch.Tensor]:
@@ -289,9 +295,9 @@ class ShadowValues(TorchDispatchMode):
         for t in written:
             if t in self._values:
                 continue
-            key = t.untyped_storage()._cdata
+            key = storage_key(t)
             whole = t.is_contiguous() and t.storage_offset() == 0 and _storage_elements(t) == t.numel()
-            if not whole or any(o.untyped_storage()._cdata == key for o in list(self._values.keys())):
+            if not whole or any(storage_key(o) == key for o in list(self._values.keys())):
                 continue
             with _disable_current_modes():
                 self._values[t] = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
@@ -303,7 +309,7 @@ class ShadowValues(TorchDispatchMode):
         meta_in = _meta_tensors(args, kwargs)
         if not meta_in and not _makes_values(func, args, kwargs, out):
             return  # a floating-point factory op: no values wanted
-        written = self._written_args(func, args, kwargs) if func._schema.is_mutable else []
+        written = self._written_args(func, args, kwargs) if op_schema(func).is_mutable else []
         if meta_in and any(t not in values for t in meta_in):  # the usual case: valueless float work
             fresh = self._fresh_targets(func, args, kwargs, written) if written else []
             if not fresh or any(t not in values for t in meta_in):

@@ -16,6 +16,7 @@ from memgraph.model_spec.optimizers import make_optimizer, resolve_impl
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.tasks import loss_from_outputs
+from memgraph.private_api import grad_scaler_state
 from memgraph.trace.autocast_emulation import (
     AutocastStats,
     autocast_factory,
@@ -102,7 +103,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
                             scaler=scaler)
             _mark_optimizer_state(rec, optimizer, owners)
             if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
-                for t in (scaler._scale, scaler._growth_tracker):
+                for t in grad_scaler_state(scaler):
                     rec.mark_role(t, Role.OPTIMIZER_STATE)
             bounds.append((first, len(rec.log.events)))
     rec.close()

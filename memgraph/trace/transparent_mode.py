@@ -10,22 +10,18 @@ the mode active. It rebuilds the body with its ``has_torch_function*`` checks an
 
 from __future__ import annotations
 
-import types
 from typing import Callable
 
 from torch.overrides import TorchFunctionMode
 
+from memgraph.private_api import body_without_torch_function_checks
+
 PASS = object()  # returned by TransparentFunctionMode.handle: "not mine, run it normally"
-_HAS_TORCH_FUNCTION = ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic")
-_BODIES: dict = {}
-
-
-def _never(*_args, **_kwargs) -> bool:
-    return False
+_BODIES: dict = {}  # torch Python function -> its body without torch-function checks (None: not one)
 
 
 def _python_body(func) -> Callable | None:
-    """A copy of a torch Python function whose ``has_torch_function*`` checks answer False.
+    """A copy of a torch Python function whose ``has_torch_function*`` checks answer False (cached).
 
     Calling it runs the function's body directly (no re-dispatch to the mode), while the torch
     functions the body calls still check for modes and are seen by the active mode.
@@ -34,19 +30,8 @@ def _python_body(func) -> Callable | None:
         body = _BODIES.get(func, PASS)
     except TypeError:  # unhashable callable
         return None
-    if body is not PASS:
-        return body
-    body = None
-    if isinstance(func, types.FunctionType) and (func.__module__ or "").startswith("torch"):
-        g = func.__globals__
-        if any(name in g for name in _HAS_TORCH_FUNCTION):
-            patched = dict(g)
-            for name in _HAS_TORCH_FUNCTION:
-                if name in patched:
-                    patched[name] = _never
-            body = types.FunctionType(func.__code__, patched, func.__name__, func.__defaults__, func.__closure__)
-            body.__kwdefaults__ = func.__kwdefaults__
-    _BODIES[func] = body
+    if body is PASS:
+        body = _BODIES[func] = body_without_torch_function_checks(func)
     return body
 
 

@@ -19,8 +19,9 @@ ops the trace sees; the backend ops under them never reach the dispatch mode):
 
 * The backend is what ``_select_conv_backend`` (aten/src/ATen/native/Convolution.cpp) picks for
   CPU tensors of the same shapes: :func:`conv_backend` asks that very function through
-  ``torch._C._select_conv_backend`` on zero-byte stand-ins (``expand`` of a scalar), and falls back
-  to :func:`_select_cpu_backend_mirror`, a transcription of it, if the binding is missing. On CPU
+  ``torch._C._select_conv_backend`` on zero-byte stand-ins (``expand`` of a scalar; guarded in
+  :mod:`memgraph.private_api`), and falls back to :func:`_select_cpu_backend_mirror`, a transcription
+  of it, if the call fails for these inputs. On CPU
   fp32 that is ``Mkldnn`` (oneDNN) unless ``use_mkldnn`` says no, which happens for small batch-1
   inputs (``N == 1`` and ``N*C*H*W <= 20480`` and not a >3x>3 kernel and ``groups == 1``) and,
   when single-threaded, for unstrided 1x1 kernels with ``N < 16``; then ``Slow2d`` (im2col +
@@ -63,9 +64,10 @@ import os
 from dataclasses import dataclass
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
 
 from memgraph.cpu_profiler import cpu_memory_events, memory_profile
+from memgraph.private_api import PrivateApiError, nnpack_enabled, select_conv_backend, suggest_memory_format
+from memgraph.private_api import tree_flatten, tree_map
 from memgraph.units import MiB
 
 PROBE_ENV = "MEMGRAPH_CPU_PROBE"  # "0" / "false" / "off": never run kernels, use the estimates
@@ -89,13 +91,7 @@ def _copy_bytes(t: torch.Tensor | None, memory_format=torch.contiguous_format) -
 
 def _suggest_memory_format(t: torch.Tensor):
     """c10 ``TensorBase::suggest_memory_format`` (channels-last strides -> channels_last)."""
-    try:
-        from torch._prims_common import suggest_memory_format
-        return suggest_memory_format(t)
-    except Exception:  # pragma: no cover - private helper moved
-        if t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last):
-            return torch.channels_last
-        return torch.contiguous_format
+    return suggest_memory_format(t)
 
 
 @dataclass
@@ -169,17 +165,18 @@ def conv_backend(input, weight, stride, padding, dilation, transposed, output_pa
         x = torch.empty((), dtype=input.dtype, device="cpu").expand(in_shape)
         w = torch.empty((), dtype=weight.dtype, device="cpu", requires_grad=need_backward).expand(w_shape)
         with torch.set_grad_enabled(need_backward):
-            b = torch._C._select_conv_backend(x, w, None, stride, padding, dilation, bool(transposed),
-                                              output_padding, int(groups), None)
-        return b.name
-    except Exception:
+            return select_conv_backend(x, w, stride, padding, dilation, bool(transposed), output_padding,
+                                       int(groups))
+    except PrivateApiError:
+        raise
+    except Exception:  # the binding refused these inputs: the transcription decides
         return _select_cpu_backend_mirror(in_shape, w_shape, input.dtype, stride, padding, dilation,
                                           bool(transposed), output_padding, int(groups), need_backward)
 
 
 def _select_cpu_backend_mirror(in_shape, w_shape, dtype, stride, padding, dilation, transposed,
                                output_padding, groups, need_backward) -> str:
-    """Transcription of ``_select_conv_backend`` for CPU strided tensors (used only if the binding fails).
+    """Transcription of ``_select_conv_backend`` for CPU strided tensors (used only if the binding's call fails).
 
     Order as in Convolution.cpp: Empty; (depthwise, cuDNN, MIOpen are CUDA/ROCm only); Mkldnn when
     ``ConvParams::use_mkldnn``; (Xnnpack2d and Winograd3x3Depthwise need ``!need_backward`` and a
@@ -201,7 +198,7 @@ def _select_cpu_backend_mirror(in_shape, w_shape, dtype, stride, padding, dilati
         if is_dilated:
             return "SlowDilated2d"
         # ConvParams::use_nnpack: NNPACK on, fp32, 4-d, not dilated/transposed, kernel < 17, batch >= 16
-        nnpack_on = getattr(torch._C, "_get_nnpack_enabled", lambda: True)()
+        nnpack_on = nnpack_enabled()
         nnpack = (nnpack_on and torch.backends.nnpack.is_available() and dtype == torch.float32
                   and w_shape[2] < 17 and w_shape[3] < 17 and n >= 16)
         return "NnpackSpatial" if nnpack else "Slow2d"

@@ -1,0 +1,764 @@
+"""Every private PyTorch and transformers name memgraph uses, in one place, each with a guard.
+
+memgraph traces a training step by reaching into parts of PyTorch (and one of transformers) that
+have no stability promise: private modules (``torch.utils._python_dispatch``), private bindings
+(``torch._C._select_conv_backend``), private methods it overrides (``GradScaler._maybe_opt_step``)
+and a copied private method (``ModTracker._fw_pre_hook``). Other memgraph modules import these
+from here and never reach into torch privates themselves.
+
+Each section below is one touch point: what memgraph uses it for, the version and source file it
+was read from, and a guard (:func:`_guard`) that checks that the thing still exists and has the
+shape memgraph assumes (attributes, argument names, for copied or overridden code a hash of the
+original's source). A guard that fails raises :class:`PrivateApiError`, one line naming the
+installed version, what changed and the supported range, instead of letting a changed internal
+produce silently wrong numbers. Cheap guards run when this module is imported; the others on
+first use (:func:`require`), so that e.g. transformers is not imported just to import memgraph.
+
+On a new torch / transformers release: run ``python -m pytest tests/test_private_api.py``; for
+a failing guard read the new source, adapt the section (a copied function: re-copy it and record
+the new hash in its known-hashes table) and widen :data:`TORCH_RANGE` / :data:`TRANSFORMERS_RANGE`
+together with pyproject.toml.
+
+Calls of ATen ops by name (``torch.ops.aten.X``) are PyTorch's public op API; where memgraph
+passes their arguments positionally, the argument names it assumes are guarded in
+:data:`ASSUMED_SCHEMAS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import textwrap
+import types
+import weakref
+from typing import Callable
+from unittest import mock
+
+import torch
+
+from memgraph.errors import MemgraphError
+
+# The supported ranges (the same as pyproject.toml's [project] dependencies; tests/test_private_api.py
+# checks they agree). How they were established: see the comment in pyproject.toml.
+TORCH_RANGE = ">=2.12,<2.14"
+TRANSFORMERS_RANGE = ">=5.6,<5.24"
+
+
+class PrivateApiError(MemgraphError):
+    """A private PyTorch / transformers name memgraph relies on is missing or no longer has the assumed shape."""
+
+
+# --------------------------------------------------------------------------------------------
+# guards
+# --------------------------------------------------------------------------------------------
+GUARDS: dict[str, Callable[[], None]] = {}  # touch point -> its guard (raises PrivateApiError)
+_PASSED: set[str] = set()  # guards that passed in this process (require() runs each once)
+
+
+def _installed(library: str) -> str:
+    if library == "torch":
+        return torch.__version__
+    import transformers
+
+    return transformers.__version__
+
+
+def _guard(name: str, library: str, read_from: str):
+    """Register ``check`` as the guard of touch point ``name``.
+
+    ``check()`` returns None when the touch point still holds, else a short text saying what
+    changed; an exception it raises (AttributeError, ImportError, ...) counts as the change.
+    """
+    supported = TORCH_RANGE if library == "torch" else TRANSFORMERS_RANGE
+
+    def register(check: Callable[[], str | None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                problem = check()
+            except Exception as e:  # noqa: BLE001 - a missing module/attribute is what the guard detects
+                problem = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+            if problem:
+                raise PrivateApiError(
+                    f"{library} {_installed(library)}: {problem} (memgraph read it from {read_from}); memgraph "
+                    f"supports {library}{supported}: install {library} in that range, or adapt "
+                    f"memgraph/private_api.py ({name})"
+                )
+
+        run.__doc__ = check.__doc__
+        GUARDS[name] = run
+        return run
+
+    return register
+
+
+def require(name: str) -> None:
+    """Run the guard of touch point ``name`` once per process (first use)."""
+    if name not in _PASSED:
+        GUARDS[name]()
+        _PASSED.add(name)
+
+
+def _missing(owner, *names: str) -> str | None:
+    """"X.y is missing" for the first of ``names`` that ``owner`` lacks (or that is None)."""
+    for n in names:
+        if getattr(owner, n, None) is None:
+            return f"{getattr(owner, '__name__', type(owner).__name__)}.{n} is missing"
+    return None
+
+
+def source_hash(func) -> str:
+    """First 16 hex digits of the SHA-256 of ``func``'s dedented source text."""
+    text = textwrap.dedent(inspect.getsource(func))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _unknown_source(func, known: dict[str, str], qualname: str) -> str | None:
+    h = source_hash(func)
+    if h in known:
+        return None
+    return (f"the source of {qualname} changed (hash {h}; memgraph's copy matches "
+            f"{', '.join(f'{v} ({k})' for k, v in known.items())})")
+
+
+def _parameters(func) -> list[str]:
+    return list(inspect.signature(func).parameters)
+
+
+# --------------------------------------------------------------------------------------------
+# torch.utils._python_dispatch: TorchDispatchMode, _disable_current_modes
+#   for: the recorder and ShadowValues are dispatch modes; ShadowValues and the SDPA kernel choice
+#   run CPU work outside every mode. Read from torch 2.13.0, torch/utils/_python_dispatch.py.
+# --------------------------------------------------------------------------------------------
+@_guard("python_dispatch", "torch", "torch 2.13.0, torch/utils/_python_dispatch.py")
+def _check_python_dispatch():
+    from torch.utils import _python_dispatch
+
+    return _missing(_python_dispatch, "TorchDispatchMode", "_disable_current_modes")
+
+
+_check_python_dispatch()
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._python_dispatch import _disable_current_modes as disable_current_modes  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------------
+# torch.utils._pytree: tree_flatten, tree_map
+#   for: walking op arguments (ShadowValues, CPU workspaces, module inputs in the tracker).
+#   Read from torch 2.13.0, torch/utils/_pytree.py.
+# --------------------------------------------------------------------------------------------
+@_guard("pytree", "torch", "torch 2.13.0, torch/utils/_pytree.py")
+def _check_pytree():
+    from torch.utils import _pytree
+
+    problem = _missing(_pytree, "tree_flatten", "tree_map")
+    if problem:
+        return problem
+    if _pytree.tree_flatten((1, [2], {"a": 3}))[0] != [1, 2, 3]:
+        return "torch.utils._pytree.tree_flatten no longer returns (leaves, spec) with the leaves in order"
+    if _pytree.tree_map(lambda x: x + 1, (1, [2])) != (2, [3]):
+        return "torch.utils._pytree.tree_map no longer maps the leaves of nested tuples/lists"
+    return None
+
+
+_check_pytree()
+from torch.utils._pytree import tree_flatten, tree_map  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------------
+# torch.utils.weak.WeakIdKeyDictionary (undocumented module)
+#   for: ShadowValues keys its CPU values by meta tensor identity, without keeping tensors alive.
+#   Read from torch 2.13.0, torch/utils/weak.py.
+# --------------------------------------------------------------------------------------------
+@_guard("weak_id_dict", "torch", "torch 2.13.0, torch/utils/weak.py")
+def _check_weak_id_dict():
+    from torch.utils import weak
+
+    return _missing(weak, "WeakIdKeyDictionary")
+
+
+_check_weak_id_dict()
+from torch.utils.weak import WeakIdKeyDictionary  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------------
+# torch._C binding namespaces and torch._C.DisableTorchFunction
+#   for: the emulation modes recognise the C++ bindings generated from native_functions.yaml
+#   (autocast policy per binding; F.scaled_dot_product_attention and torch.dropout are the
+#   bindings themselves), and ask the CPU SDPA choice with torch functions disabled.
+#   Read from torch 2.13.0, torch/_C/__init__.pyi, torch/nn/functional.py.
+# --------------------------------------------------------------------------------------------
+@_guard("bindings", "torch", "torch 2.13.0, torch/_C/__init__.pyi")
+def _check_bindings():
+    problem = (_missing(torch._C, "_VariableFunctions", "TensorBase", "_nn", "_linalg", "_special",
+                        "DisableTorchFunction")
+               or _missing(torch._C._nn, "scaled_dot_product_attention", "nll_loss_nd")
+               or _missing(torch._C._VariableFunctions, "dropout")
+               or _missing(torch._C.TensorBase, "__matmul__"))
+    if problem:
+        return problem
+    if torch.nn.functional.scaled_dot_product_attention is not torch._C._nn.scaled_dot_product_attention:
+        return "F.scaled_dot_product_attention is no longer the binding torch._C._nn.scaled_dot_product_attention"
+    if torch.dropout is not torch._C._VariableFunctions.dropout:
+        return "torch.dropout is no longer the binding torch._C._VariableFunctions.dropout"
+    return None
+
+
+_check_bindings()
+BINDING_NAMESPACES = (torch._C._VariableFunctions, torch._C.TensorBase, torch._C._nn, torch._C._linalg,
+                      torch._C._special)
+TENSOR_BINDINGS = torch._C.TensorBase  # Tensor methods as bindings (``__matmul__``, ``pow``, ...)
+DisableTorchFunction = torch._C.DisableTorchFunction
+SDPA_BINDING = torch._C._nn.scaled_dot_product_attention  # = F.scaled_dot_product_attention
+DROPOUT_BINDING = torch._C._VariableFunctions.dropout  # = torch.dropout (F.dropout calls it)
+nll_loss_nd = torch._C._nn.nll_loss_nd  # what F.nll_loss / cross_entropy_loss call (LossNLL.cpp)
+
+
+# --------------------------------------------------------------------------------------------
+# torch.overrides has_torch_function*: torch Python functions rebuilt without their checks
+#   for: TransparentFunctionMode runs the body of a torch Python function (F.softmax, ...) with the
+#   mode still active. It rebuilds the function with its globals ``has_torch_function``,
+#   ``has_torch_function_unary`` and ``has_torch_function_variadic`` answering False. That works
+#   only while torch's Python functions call those names as module globals; if they reached them
+#   another way the rebuilt body would re-dispatch and the emulation would miss the bindings inside
+#   (no error, wrong casts). Read from torch 2.13.0, torch/overrides.py, torch/nn/functional.py,
+#   torch/_tensor.py.
+# --------------------------------------------------------------------------------------------
+HAS_TORCH_FUNCTION = ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic")
+
+
+def _samples_of_checked_functions():
+    F = torch.nn.functional
+    return (F.softmax, F.layer_norm, F.multi_head_attention_forward, torch.Tensor.backward)
+
+
+@_guard("has_torch_function", "torch", "torch 2.13.0, torch/overrides.py and torch/nn/functional.py")
+def _check_has_torch_function():
+    problem = _missing(torch.overrides, *HAS_TORCH_FUNCTION)
+    if problem:
+        return problem
+    for f in _samples_of_checked_functions():
+        names = [n for n in f.__code__.co_names if n in HAS_TORCH_FUNCTION]
+        if not names or any(f.__globals__.get(n) is not getattr(torch.overrides, n) for n in names):
+            return (f"{f.__module__}.{f.__qualname__} no longer checks for torch function modes through the "
+                    f"module globals {'/'.join(HAS_TORCH_FUNCTION)}")
+    return None
+
+
+_check_has_torch_function()
+
+
+def _answer_false(*_args, **_kwargs) -> bool:
+    return False
+
+
+def body_without_torch_function_checks(func) -> Callable | None:
+    """A copy of torch Python function ``func`` whose ``has_torch_function*`` checks answer False.
+
+    Calling it runs the body directly (no re-dispatch to the active mode), while the torch
+    functions the body calls still check for modes. None for anything else (C++ bindings,
+    functions outside torch, functions without the checks)."""
+    if not isinstance(func, types.FunctionType) or not (func.__module__ or "").startswith("torch"):
+        return None
+    g = func.__globals__
+    if not any(name in g for name in HAS_TORCH_FUNCTION):
+        return None
+    patched = dict(g)
+    for name in HAS_TORCH_FUNCTION:
+        if name in patched:
+            patched[name] = _answer_false
+    body = types.FunctionType(func.__code__, patched, func.__name__, func.__defaults__, func.__closure__)
+    body.__kwdefaults__ = func.__kwdefaults__
+    return body
+
+
+# --------------------------------------------------------------------------------------------
+# Tensor._is_view, untyped_storage()._cdata, OpOverload._schema
+#   for: the autocast weight-cast cache skips views (autocast_mode.cpp ``cached_cast``: "not a
+#   view"); ShadowValues finds the tensors sharing a storage (the storage's C++ address) and the
+#   arguments an op writes (schema alias info). Read from torch 2.13.0, torch/_C/__init__.pyi
+#   (TensorBase._is_view, UntypedStorage._cdata) and torch/_ops.py (OpOverload._schema).
+# --------------------------------------------------------------------------------------------
+@_guard("tensor_internals", "torch", "torch 2.13.0, torch/_C/__init__.pyi and torch/_ops.py")
+def _check_tensor_internals():
+    base = torch.empty(4, device="meta")
+    if not callable(getattr(base, "_is_view", None)) or base._is_view() or not base[1:]._is_view():
+        return "Tensor._is_view() is missing or no longer tells views from bases"
+    a, b = base.untyped_storage()._cdata, base[1:].untyped_storage()._cdata
+    if not isinstance(a, int) or a != b or a == torch.empty(4, device="meta").untyped_storage()._cdata:
+        return "UntypedStorage._cdata is missing or no longer identifies a storage"
+    schema = getattr(torch.ops.aten.add_.Tensor, "_schema", None)
+    if schema is None or not schema.is_mutable or not schema.arguments[0].alias_info.is_write:
+        return "OpOverload._schema is missing or no longer has is_mutable / arguments[i].alias_info.is_write"
+    return None
+
+
+_check_tensor_internals()
+
+
+def is_view(t: torch.Tensor) -> bool:
+    return t._is_view()
+
+
+def storage_key(t: torch.Tensor) -> int:
+    """An int that identifies ``t``'s storage (equal for all views of it) while it is alive."""
+    return t.untyped_storage()._cdata
+
+
+def op_schema(func):
+    """The ``torch._C.FunctionSchema`` of an ``OpOverload`` (arguments, alias_info, is_mutable)."""
+    return func._schema
+
+
+# --------------------------------------------------------------------------------------------
+# ATen ops memgraph calls with positional arguments: their argument names, in order
+#   for: the SDPA kernel emulation calls the attention kernels and asks the CPU choice; the
+#   autocast emulation calls the half-to-float softmax kernels. Read from torch 2.13.0,
+#   aten/src/ATen/native/native_functions.yaml (via torch.ops.aten.X.default._schema).
+# --------------------------------------------------------------------------------------------
+ASSUMED_SCHEMAS = {
+    "_scaled_dot_product_flash_attention": (
+        "query", "key", "value", "dropout_p", "is_causal", "return_debug_mask", "scale"),
+    "_scaled_dot_product_efficient_attention": (
+        "query", "key", "value", "attn_bias", "compute_log_sumexp", "dropout_p", "is_causal", "scale"),
+    "_scaled_dot_product_cudnn_attention": (
+        "query", "key", "value", "attn_bias", "compute_log_sumexp", "dropout_p", "is_causal",
+        "return_debug_mask", "scale"),
+    "_scaled_dot_product_flash_attention_for_cpu": (
+        "query", "key", "value", "dropout_p", "is_causal", "attn_mask", "scale"),
+    "_fused_sdp_choice": ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"),
+    "native_dropout": ("input", "p", "train"),
+    "_softmax": ("self", "dim", "half_to_float"),
+    "_log_softmax": ("self", "dim", "half_to_float"),
+}
+
+
+@_guard("aten_schemas", "torch", "torch 2.13.0, aten/src/ATen/native/native_functions.yaml")
+def _check_aten_schemas():
+    for op, names in ASSUMED_SCHEMAS.items():
+        schema = getattr(torch.ops.aten, op).default._schema
+        found = tuple(a.name for a in schema.arguments)
+        if found != names:
+            return f"aten::{op} now takes ({', '.join(found)}), memgraph passes ({', '.join(names)})"
+        if schema.returns[0].name not in ("", "output"):  # memgraph takes result [0] as the output
+            return f"aten::{op} now returns {schema.returns[0].name!r} first, not the output"
+    return None
+
+
+_check_aten_schemas()
+
+
+# --------------------------------------------------------------------------------------------
+# aten::_fused_sdp_choice and torch._C._get_sdp_priority_order
+#   for: the cpu target asks this build which SDPA kernel CPU tensors get; the cuda target honours
+#   the priority order set with torch.nn.attention.sdpa_kernel. Both answer SDPBackend values
+#   (torch.nn.attention.SDPBackend, public). Read from torch 2.13.0,
+#   aten/src/ATen/native/transformers/sdp_utils_cpp.h and torch/nn/attention/__init__.py.
+# --------------------------------------------------------------------------------------------
+def _sdp_backend_names() -> dict[int, str]:
+    from torch.nn.attention import SDPBackend
+
+    return {int(SDPBackend.MATH.value): "math", int(SDPBackend.FLASH_ATTENTION.value): "flash",
+            int(SDPBackend.EFFICIENT_ATTENTION.value): "efficient", int(SDPBackend.CUDNN_ATTENTION.value): "cudnn"}
+
+
+@_guard("sdp_choice", "torch", "torch 2.13.0, aten/src/ATen/native/transformers/sdp_utils_cpp.h")
+def _check_sdp_choice():
+    problem = _missing(torch._C, "_get_sdp_priority_order")
+    if problem:
+        return problem
+    names = _sdp_backend_names()
+    order = torch._C._get_sdp_priority_order()
+    if not set(names) <= set(order):
+        return f"torch._C._get_sdp_priority_order() returned {order}, not a permutation of the SDPBackend values"
+    returns = torch.ops.aten._fused_sdp_choice.default._schema.returns
+    if len(returns) != 1 or str(returns[0].type) != "int":
+        return "aten::_fused_sdp_choice no longer returns one int (an SDPBackend value)"
+    return None
+
+
+_check_sdp_choice()
+
+
+def sdp_priority_order() -> tuple[str, ...]:
+    """The SDPA backends in the order PyTorch tries them now ("flash", "efficient", "math", "cudnn")."""
+    names = _sdp_backend_names()
+    return tuple(names[i] for i in torch._C._get_sdp_priority_order() if i in names)
+
+
+def fused_sdp_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> str:
+    """The backend name ``aten::_fused_sdp_choice`` picks for these (CPU) tensors."""
+    choice = torch.ops.aten._fused_sdp_choice(q, k, v, attn_mask, dropout_p, is_causal, scale=scale,
+                                              enable_gqa=enable_gqa)
+    return _sdp_backend_names().get(int(choice), "math")
+
+
+# --------------------------------------------------------------------------------------------
+# torch._C._current_graph_task_id
+#   for: the module tracker ends a module's backward once per backward pass (graph task); -1
+#   outside backward (ModTracker.is_bw reads it the same way). Read from torch 2.13.0,
+#   torch/csrc/autograd/init.cpp.
+# --------------------------------------------------------------------------------------------
+@_guard("graph_task_id", "torch", "torch 2.13.0, torch/csrc/autograd/init.cpp")
+def _check_graph_task_id():
+    problem = _missing(torch._C, "_current_graph_task_id")
+    if problem:
+        return problem
+    if torch._C._current_graph_task_id() != -1:
+        return "torch._C._current_graph_task_id() outside backward is no longer -1"
+    return None
+
+
+_check_graph_task_id()
+current_graph_task_id = torch._C._current_graph_task_id
+
+
+# --------------------------------------------------------------------------------------------
+# torch.distributed._tools.mod_tracker.ModTracker, and a copy of its _fw_pre_hook
+#   for: backward attribution (which module's backward is running). memgraph's tracker changes
+#   one line of ModTracker._fw_pre_hook (how the end of a module's backward is detected, see
+#   memgraph/trace/module_tracking.py); :class:`ModTrackerCopy` is that method copied verbatim
+#   with the line made overridable (:meth:`ModTrackerCopy.on_backward_end`), so the copy must be
+#   re-read whenever the original changes: the guard compares the original's source hash.
+#   Read from torch 2.13.0 (same source in 2.12.1), torch/distributed/_tools/mod_tracker.py.
+# --------------------------------------------------------------------------------------------
+from torch.distributed._tools.mod_tracker import ModTracker  # noqa: E402
+
+MOD_TRACKER_FW_PRE_HOOK_HASHES = {"70e122fa78b3679b": "torch 2.12.1 and 2.13.0"}
+
+
+@_guard("mod_tracker", "torch", "torch 2.13.0, torch/distributed/_tools/mod_tracker.py")
+def _check_mod_tracker():
+    problem = _unknown_source(ModTracker._fw_pre_hook, MOD_TRACKER_FW_PRE_HOOK_HASHES, "ModTracker._fw_pre_hook")
+    if problem:
+        return problem
+    for method, params in (("_get_mod_name", ["self", "mod"]), ("_get_append_fn", ["self", "w_mod", "name", "is_bw"]),
+                           ("_get_pop_fn", ["self", "w_mod", "name", "is_bw"])):
+        if _parameters(getattr(ModTracker, method)) != params:
+            return f"ModTracker.{method} no longer takes ({', '.join(params)})"
+    tracker = ModTracker()
+    problem = _missing(tracker, "_post_bw_callbacks_to_enqueue", "is_bw", "register_user_hooks", "clear_user_hooks")
+    if problem or not hasattr(tracker, "_user_pre_fw_hook"):
+        return problem or "ModTracker._user_pre_fw_hook is missing"
+    return _missing(torch._dynamo.eval_frame, "_is_in_optimized_module")
+
+
+class ModTrackerCopy(ModTracker):
+    """``ModTracker`` with ``_fw_pre_hook`` copied from torch 2.13.0; the end of a module's backward
+    is registered by :meth:`on_backward_end` (torch: ``register_multi_grad_hook(tensors, fn)``)."""
+
+    def __init__(self):
+        require("mod_tracker")
+        super().__init__()
+
+    def on_backward_end(self, tensors: list[torch.Tensor], fn: Callable) -> None:
+        torch.autograd.graph.register_multi_grad_hook(tensors, fn)
+
+    def _fw_pre_hook(self, mod, input):  # copied; only the marked line differs
+        if torch._dynamo.eval_frame._is_in_optimized_module():
+            return
+
+        name = self._get_mod_name(mod)
+        w_mod = weakref.ref(mod)
+        self._get_append_fn(w_mod, name, False)()
+        if self._user_pre_fw_hook is not None:
+            self._user_pre_fw_hook(mod, input)
+        args, _ = tree_flatten(input)
+        tensors = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        if not self.is_bw:
+            if tensors:
+                self.on_backward_end(tensors, self._get_pop_fn(w_mod, name, True))  # memgraph: overridable
+            else:
+                self._post_bw_callbacks_to_enqueue.append(
+                    self._get_pop_fn(w_mod, name, True)
+                )
+
+
+# --------------------------------------------------------------------------------------------
+# torch.optim.optimizer._get_fused_kernels_supported_devices
+#   for: fused optimizers refuse parameters on devices outside this list (meta is not in it);
+#   memgraph adds "meta" while it traces, by patching the name in torch.optim.optimizer, where
+#   _default_to_fused_or_foreach and _device_dtype_check_for_fused look it up. Read from
+#   torch 2.13.0, torch/optim/optimizer.py and torch/utils/_foreach_utils.py.
+# --------------------------------------------------------------------------------------------
+@_guard("fused_devices", "torch", "torch 2.13.0, torch/optim/optimizer.py")
+def _check_fused_devices():
+    import torch.optim.optimizer as optimizer_module
+
+    problem = _missing(optimizer_module, "_get_fused_kernels_supported_devices", "_device_dtype_check_for_fused",
+                       "_default_to_fused_or_foreach")
+    if problem:
+        return problem
+    devices = optimizer_module._get_fused_kernels_supported_devices()
+    if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+        return "torch.optim.optimizer._get_fused_kernels_supported_devices() no longer returns a list of device types"
+    for user in (optimizer_module._device_dtype_check_for_fused, optimizer_module._default_to_fused_or_foreach):
+        if "_get_fused_kernels_supported_devices" not in user.__code__.co_names:
+            return f"torch.optim.optimizer.{user.__name__} no longer asks _get_fused_kernels_supported_devices"
+    return None
+
+
+@contextlib.contextmanager
+def fused_kernels_also_on(device_type: str):
+    """While open, fused optimizers accept parameters on ``device_type``; the patch is undone on exit."""
+    require("fused_devices")
+    import torch.optim.optimizer as optimizer_module
+
+    devices = optimizer_module._get_fused_kernels_supported_devices
+    with mock.patch.object(optimizer_module, "_get_fused_kernels_supported_devices",
+                           lambda: [*devices(), device_type]):
+        yield
+
+
+# --------------------------------------------------------------------------------------------
+# torch.library.Library(...).impl / ._destroy, torch._C._dispatch_has_kernel_for_dispatch_key
+#   for: aten::_fused_sgd_ has no Meta kernel; memgraph registers a no-op one while it traces
+#   (the op updates its Tensor[] arguments in place and returns nothing, so on meta there is
+#   nothing to compute or allocate) and destroys the registration afterwards. Read from
+#   torch 2.13.0, torch/library.py and aten/src/ATen/native/native_functions.yaml.
+# --------------------------------------------------------------------------------------------
+NO_META_KERNEL_OPS = ("_fused_sgd_", "_fused_sgd_.tensor_lr")  # overloads of aten ops given a no-op Meta kernel
+
+
+@_guard("meta_kernel_registration", "torch", "torch 2.13.0, torch/library.py")
+def _check_meta_kernel_registration():
+    problem = (_missing(torch.library.Library, "impl", "_destroy")
+               or _missing(torch._C, "_dispatch_has_kernel_for_dispatch_key"))
+    if problem:
+        return problem
+    for name in NO_META_KERNEL_OPS:
+        op, _, overload = name.partition(".")
+        schema = getattr(getattr(torch.ops.aten, op), overload or "default")._schema
+        lists = [a for a in schema.arguments if str(a.type) == "List[Tensor]"]
+        if schema.returns or not lists or not all(a.alias_info is not None and a.alias_info.is_write for a in lists):
+            return f"aten::{name} is no longer an in-place op on its Tensor[] arguments that returns nothing"
+    return None
+
+
+def _has_meta_kernel(name: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "Meta")
+
+
+@contextlib.contextmanager
+def noop_meta_kernels(names: tuple[str, ...] = NO_META_KERNEL_OPS):
+    """While open, the aten overloads ``names`` that have no Meta kernel get one that does nothing."""
+    require("meta_kernel_registration")
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        for name in names:
+            if not _has_meta_kernel(name):  # a later torch may ship its own
+                lib.impl(name, _noop_kernel, "Meta")
+        yield
+    finally:
+        lib._destroy()
+
+
+def _noop_kernel(*_args, **_kwargs) -> None:
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# torch.amp.GradScaler: _maybe_opt_step (overridden), _scale and _growth_tracker (read)
+#   for: on meta, GradScaler's "were there inf/NaN gradients?" check (``.item()`` of found_inf)
+#   has no value; the override takes the finite branch. The scale and growth tracker are the
+#   scaler's state kept across steps. Read from torch 2.13.0 (same source in 2.12.1),
+#   torch/amp/grad_scaler.py.
+# --------------------------------------------------------------------------------------------
+from torch.amp.grad_scaler import GradScaler  # noqa: E402
+
+# torch 2.11.0's differs in annotations only (hash 4dcdcf394772a040): add it when 2.11 is admitted
+GRAD_SCALER_MAYBE_OPT_STEP_HASHES = {"791985cd2398f5ae": "torch 2.12.1 and 2.13.0"}
+
+
+@_guard("grad_scaler", "torch", "torch 2.13.0, torch/amp/grad_scaler.py")
+def _check_grad_scaler():
+    problem = _unknown_source(GradScaler._maybe_opt_step, GRAD_SCALER_MAYBE_OPT_STEP_HASHES,
+                              "GradScaler._maybe_opt_step")
+    if problem:
+        return problem
+    stored = GradScaler._lazy_init_scale_growth_tracker.__code__.co_names
+    if "_scale" not in stored or "_growth_tracker" not in stored:
+        return "GradScaler._lazy_init_scale_growth_tracker no longer sets _scale and _growth_tracker"
+    return None
+
+
+class GradScalerAssumingFiniteGrads(GradScaler):
+    """``torch.amp.GradScaler`` whose step always runs (its inf/NaN check assumed to find none)."""
+
+    def __init__(self, *args, **kwargs):
+        require("grad_scaler")
+        super().__init__(*args, **kwargs)
+
+    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
+        # torch: `if not sum(v.item() for v in optimizer_state["found_inf_per_device"].values())`
+        return optimizer.step(*args, **kwargs)
+
+
+def grad_scaler_state(scaler: GradScaler) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scale and growth-tracker tensors a GradScaler keeps across steps (made at its first ``scale``)."""
+    require("grad_scaler")
+    return scaler._scale, scaler._growth_tracker
+
+
+# --------------------------------------------------------------------------------------------
+# torch._C._select_conv_backend, torch._C._get_nnpack_enabled, torch._prims_common.suggest_memory_format
+#   for: the cpu target's convolution workspaces depend on the backend ATen picks
+#   (Convolution.cpp ``_select_conv_backend``, asked through its binding, overload with
+#   bias_sizes) and on memory formats; the transcription of the selection reads the NNPACK flag.
+#   Read from torch 2.13.0, torch/csrc/Module.cpp, torch/backends/nnpack/__init__.py,
+#   torch/_prims_common/__init__.py.
+# --------------------------------------------------------------------------------------------
+@_guard("conv_backend", "torch", "torch 2.13.0, torch/csrc/Module.cpp (_select_conv_backend)")
+def _check_conv_backend():
+    problem = _missing(torch._C, "_select_conv_backend", "_get_nnpack_enabled")
+    if problem:
+        return problem
+    doc = torch._C._select_conv_backend.__doc__ or ""
+    if "bias_sizes" not in doc or "_ConvBackend" not in doc:
+        return "torch._C._select_conv_backend has no overload (..., groups, bias_sizes) -> _ConvBackend any more"
+    if not isinstance(torch._C._get_nnpack_enabled(), bool):
+        return "torch._C._get_nnpack_enabled() no longer returns a bool"
+    return None
+
+
+def select_conv_backend(x, w, stride, padding, dilation, transposed: bool, output_padding, groups: int) -> str:
+    """The name of the ``ConvBackend`` ATen picks for ``x``/``w`` (e.g. "Mkldnn", "Slow2d")."""
+    require("conv_backend")
+    return torch._C._select_conv_backend(x, w, None, stride, padding, dilation, transposed, output_padding,
+                                         groups, None).name
+
+
+def nnpack_enabled() -> bool:
+    require("conv_backend")
+    return torch._C._get_nnpack_enabled()
+
+
+@_guard("suggest_memory_format", "torch", "torch 2.13.0, torch/_prims_common/__init__.py")
+def _check_suggest_memory_format():
+    from torch import _prims_common
+
+    problem = _missing(_prims_common, "suggest_memory_format")
+    if problem:
+        return problem
+    x = torch.empty(1, 3, 2, 2, device="meta").to(memory_format=torch.channels_last)
+    if _prims_common.suggest_memory_format(x) != torch.channels_last:
+        return "torch._prims_common.suggest_memory_format no longer answers channels_last for channels-last strides"
+    return None
+
+
+_check_suggest_memory_format()
+from torch._prims_common import suggest_memory_format  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------------
+# Kineto results of torch.profiler: prof.profiler.kineto_results.events(), _KinetoEvent methods
+#   for: the cpu ground truth and the CPU kernel probes read the allocator events ("[memory]")
+#   with their time and size. Read from torch 2.13.0, torch/autograd/profiler.py and
+#   torch/csrc/autograd/init.cpp (_KinetoEvent).
+# --------------------------------------------------------------------------------------------
+@_guard("kineto", "torch", "torch 2.13.0, torch/autograd/profiler.py")
+def _check_kineto():
+    event = torch._C._autograd._KinetoEvent
+    problem = _missing(event, "name", "start_ns", "nbytes", "device_type")
+    if problem:
+        return problem
+    if "kineto_results" not in inspect.getsource(torch.autograd.profiler.profile):
+        return "torch.autograd.profiler.profile no longer keeps kineto_results"
+    return None
+
+
+def kineto_events(prof) -> list:
+    """The Kineto events (``_KinetoEvent``) of a finished ``torch.profiler.profile``."""
+    require("kineto")
+    return prof.profiler.kineto_results.events()
+
+
+# --------------------------------------------------------------------------------------------
+# torch.cuda.memory._record_memory_history / _dump_snapshot / _set_allocator_settings
+#   for: ``measure --snapshot`` (the allocator's history for pytorch.org/memory_viz) and
+#   ``measure --allocator-conf`` (settings before the first allocation). Read from torch 2.13.0,
+#   torch/cuda/memory.py.
+# --------------------------------------------------------------------------------------------
+@_guard("cuda_memory", "torch", "torch 2.13.0, torch/cuda/memory.py")
+def _check_cuda_memory():
+    import torch.cuda.memory as cuda_memory
+
+    problem = _missing(cuda_memory, "_record_memory_history", "_dump_snapshot", "_set_allocator_settings")
+    if problem:
+        return problem
+    for name, params in (("_record_memory_history", ("enabled", "max_entries")), ("_dump_snapshot", ("filename",)),
+                         ("_set_allocator_settings", ("env",))):
+        if not set(params) <= set(_parameters(getattr(cuda_memory, name))):
+            return f"torch.cuda.memory.{name} no longer takes {', '.join(params)}"
+    return None
+
+
+def set_allocator_settings(conf: str) -> None:
+    require("cuda_memory")
+    torch.cuda.memory._set_allocator_settings(conf)
+
+
+def start_memory_history(max_entries: int) -> None:
+    require("cuda_memory")
+    torch.cuda.memory._record_memory_history(max_entries=max_entries)
+
+
+def dump_memory_history(path: str) -> None:
+    """Write the recorded history to ``path`` and stop recording."""
+    require("cuda_memory")
+    torch.cuda.memory._dump_snapshot(path)
+    torch.cuda.memory._record_memory_history(enabled=None)
+
+
+# --------------------------------------------------------------------------------------------
+# transformers: PreTrainedModel._from_config, and maybe_autocast on meta
+#   for: building a model from a config without weights, with the attention implementation and
+#   dtype given (``_from_config`` is what the Auto classes' from_config call); and a forward on
+#   meta: transformers' ``maybe_autocast`` must give a no-op context for device "meta" (from
+#   transformers 5.4; before, models' rotary embeddings raised "unknown device type for autocast").
+#   Read from transformers 5.23.0, transformers/modeling_utils.py and transformers/utils/generic.py.
+# --------------------------------------------------------------------------------------------
+@_guard("transformers_from_config", "transformers", "transformers 5.23.0, transformers/modeling_utils.py")
+def _check_transformers_from_config():
+    from transformers import PreTrainedModel
+
+    params = inspect.signature(PreTrainedModel._from_config).parameters
+    if "config" not in params or not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return "PreTrainedModel._from_config no longer takes (config, **kwargs)"
+    source = inspect.getsource(PreTrainedModel._from_config)
+    for kwarg in ("dtype", "attn_implementation"):
+        if f'"{kwarg}"' not in source:
+            return f"PreTrainedModel._from_config no longer reads the keyword {kwarg!r}"
+    return None
+
+
+@_guard("transformers_meta_autocast", "transformers", "transformers 5.23.0, transformers/utils/generic.py")
+def _check_transformers_meta_autocast():
+    from transformers.utils import generic
+
+    try:
+        with generic.maybe_autocast("meta", enabled=False):
+            return None
+    except Exception as e:  # noqa: BLE001 - transformers < 5.4 asks torch.autocast("meta"), which refuses
+        return (f"transformers.utils.generic.maybe_autocast('meta') raises {type(e).__name__} "
+                f"({(str(e).splitlines() or [''])[0]}): models' forward cannot run on meta")
+
+
+def model_from_config(cls, config, attn_implementation: str, dtype: torch.dtype) -> torch.nn.Module:
+    """``cls`` (a transformers model class) built from ``config``, no weights loaded."""
+    require("transformers_from_config")
+    require("transformers_meta_autocast")
+    return cls._from_config(config, attn_implementation=attn_implementation, dtype=dtype)
+
+
+__all__ = [
+    "ASSUMED_SCHEMAS", "BINDING_NAMESPACES", "DROPOUT_BINDING", "DisableTorchFunction", "GUARDS",
+    "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
+    "PrivateApiError", "SDPA_BINDING", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
+    "TorchDispatchMode", "WeakIdKeyDictionary", "body_without_torch_function_checks",
+    "current_graph_task_id", "disable_current_modes", "dump_memory_history", "fused_kernels_also_on",
+    "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
+    "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
+    "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",
+    "storage_key", "suggest_memory_format", "tree_flatten", "tree_map",
+]
