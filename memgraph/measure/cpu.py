@@ -11,6 +11,7 @@ from memgraph.measure.real_step import build_run
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.tasks import loss_from_outputs
+from memgraph.private_api import kineto_events
 from memgraph.trace.training_step import train_iteration
 
 
@@ -29,7 +30,7 @@ def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
 def _per_iteration(prof, iterations: int) -> list[dict]:
     memory = cpu_memory_events(prof)
     ranges = {int(e.name().rsplit("_", 1)[1]): (e.start_ns(), e.end_ns())
-              for e in prof.profiler.kineto_results.events() if e.name().startswith("memgraph_iteration_")}
+              for e in kineto_events(prof) if e.name().startswith("memgraph_iteration_")}
     out = []
     for it in range(1, iterations + 1):
         lo, hi = ranges[it]

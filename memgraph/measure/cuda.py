@@ -11,7 +11,11 @@ from memgraph.measure.real_step import build_run, precision_context
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.tasks import loss_from_outputs
-from memgraph.private_api import dump_memory_history, set_allocator_settings, start_memory_history
+from memgraph.private_api import (
+    dump_memory_history,
+    set_allocator_settings,
+    start_memory_history,
+)
 from memgraph.trace.training_step import train_iteration
 
 NVIDIA_SMI_QUERY = "name,driver_version,memory.total,memory.used"

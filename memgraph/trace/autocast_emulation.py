@@ -87,7 +87,12 @@ from memgraph.facts.autocast_policy import (
     PROMOTE_OPS,
     autocast_policy,
 )
-from memgraph.private_api import BINDING_NAMESPACES, TENSOR_BINDINGS, is_view, nll_loss_nd
+from memgraph.private_api import (
+    BINDING_NAMESPACES,
+    TENSOR_BINDINGS,
+    is_view,
+    nll_loss_nd,
+)
 from memgraph.trace.transparent_mode import PASS, TransparentFunctionMode
 
 AUTOCAST_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -16,9 +16,9 @@ import weakref
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from memgraph.errors import TraceError
+from memgraph.private_api import TorchDispatchMode
 from memgraph.trace.event_log import ALLOC, FREE, EventLog, OpRecord, Origin, Role
 
 __all__ = ["ALLOC", "FREE", "Recorder"]

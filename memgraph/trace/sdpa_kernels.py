@@ -64,7 +64,12 @@ from memgraph.facts.sdpa_backend import (
 )
 from memgraph.private_api import DROPOUT_BINDING as DROPOUT
 from memgraph.private_api import SDPA_BINDING as SDPA
-from memgraph.private_api import DisableTorchFunction, disable_current_modes, fused_sdp_choice, sdp_priority_order
+from memgraph.private_api import (
+    DisableTorchFunction,
+    disable_current_modes,
+    fused_sdp_choice,
+    sdp_priority_order,
+)
 from memgraph.trace.transparent_mode import PASS, TransparentFunctionMode
 
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")

@@ -66,8 +66,14 @@ from dataclasses import dataclass
 import torch
 
 from memgraph.cpu_profiler import cpu_memory_events, memory_profile
-from memgraph.private_api import PrivateApiError, nnpack_enabled, select_conv_backend, suggest_memory_format
-from memgraph.private_api import tree_flatten, tree_map
+from memgraph.private_api import (
+    PrivateApiError,
+    nnpack_enabled,
+    select_conv_backend,
+    suggest_memory_format,
+    tree_flatten,
+    tree_map,
+)
 from memgraph.units import MiB
 
 PROBE_ENV = "MEMGRAPH_CPU_PROBE"  # "0" / "false" / "off": never run kernels, use the estimates

@@ -211,7 +211,9 @@ register(
 )
 
 # -- random ---------------------------------------------------------------------------------------
-register("random", "aten.bernoulli_", note="dropout's mask, filled in place from the generator")
+register("random", "aten.bernoulli_", "aten.rand",
+         note="bernoulli_: dropout's mask, filled in place from the generator; rand: a new tensor of its shape "
+              "(transformers < 5.23 draws a 0-d one per step for Whisper's layerdrop)")
 
 # -- foreach (multi-tensor optimizer ops) ---------------------------------------------------------
 register(
