@@ -1,5 +1,3 @@
-import sys
+from memgraph.cli import run
 
-from memgraph.cli import main
-
-sys.exit(main())
+run()

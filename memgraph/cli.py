@@ -237,5 +237,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """The console entry: :func:`main`, then exit without the interpreter's teardown.
+
+    Tearing down torch and transformers (freeing every module's objects and the trace) takes about a
+    second after the report is already written; nothing memgraph writes needs it (output files are
+    closed and renamed by then), so standard streams are flushed and the process ends at once."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        code = code or 0
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
