@@ -566,8 +566,8 @@ def _noop_kernel(*_args, **_kwargs) -> None:
 # --------------------------------------------------------------------------------------------
 from torch.amp.grad_scaler import GradScaler  # noqa: E402
 
-# torch 2.11.0's differs in annotations only (hash 4dcdcf394772a040): add it when 2.11 is admitted
-GRAD_SCALER_MAYBE_OPT_STEP_HASHES = {"791985cd2398f5ae": "torch 2.12.1 and 2.13.0"}
+# torch 2.11.0's source differs from 2.13.0's in annotations only (Optional[float] for float | None)
+GRAD_SCALER_MAYBE_OPT_STEP_HASHES = {"791985cd2398f5ae": "torch 2.12.1 and 2.13.0", "4dcdcf394772a040": "torch 2.11.0"}
 
 
 @_guard("grad_scaler", "torch", "torch 2.13.0, torch/amp/grad_scaler.py")

@@ -60,6 +60,8 @@ from __future__ import annotations
 
 import re
 
+import torch
+
 # --- AT_FORALL_LOWER_PRECISION_FP (autocast_mode.h) + CUDA-only cudnn_convolution[_transpose] ---------
 # Each entry: (op base name, overloads registered; "" = the default overload).
 _LOWER_PRECISION_FP = {
@@ -159,6 +161,10 @@ _FP32 = {
     "upsample_bicubic2d": ("",),
     "_upsample_bicubic2d_aa": ("",),
 }
+# rms_norm joined AT_FORALL_FP32 in torch 2.12: the autocast_mode.h of the torch 2.11.0 wheel does not list it
+# (checked against both wheels' headers; tests/test_autocast_policy.py reads the installed one).
+if torch.__version__ < (2, 12):
+    del _FP32["rms_norm"]
 
 # --- AT_FORALL_FP32_SET_OPT_DTYPE --------------------------------------------------------------------
 _FP32_SET_OPT_DTYPE = {
