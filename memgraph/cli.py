@@ -13,6 +13,7 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions, flag_of, positive_int
 from memgraph.output import check_output_path, write_output
 from memgraph.render.formats import FORMATS
+from memgraph.version import __version__
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,6 +112,7 @@ def _usage(f: Field) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="memgraph", description="Predict the GPU memory of a PyTorch training step, without a GPU.")
+    p.add_argument("--version", action="version", version=f"memgraph {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     a = sub.add_parser("analyze", help="predict the peak memory of a training step")

@@ -182,3 +182,17 @@ def test_readme_options_table_is_the_rendered_one():
         pytest.skip(f"README.md has no {BEGIN} ... {END} markers around its options table")
     table = readme.partition(BEGIN)[2].partition(END)[0].strip("\n") + "\n"
     assert table == options_table_markdown(), "README.md's options table is stale: paste options_table_markdown()"
+
+
+def test_version_answers_without_importing_torch():
+    import subprocess
+    import sys
+
+    from memgraph.version import __version__
+
+    code = ("import sys; from memgraph.cli import main\n"
+            "try:\n    main(['--version'])\nexcept SystemExit as e:\n    assert e.code == 0\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"memgraph {__version__}"
