@@ -13,7 +13,7 @@ import time
 import torch
 
 from memgraph.analysis.categorize import categorize
-from memgraph.analysis.group_by import group_by, module_rows
+from memgraph.analysis.group_by import group_by, module_rows, vars_of
 from memgraph.analysis.liveness import alive_after, argmax_in, live_bytes
 from memgraph.analysis.peaks import Locator, peak_at, phase_peaks
 from memgraph.analysis.result import SCHEMA_VERSION, ModalityRow, Result
@@ -59,7 +59,7 @@ def summarize(trace: Trace, model_name: str, options: dict, target: str) -> Resu
         ops={"count": len(log.ops), "unknown": dict(unknown_ops(o.op for o in log.ops))},
         trace_seconds=round(trace.seconds, 3), analysis_seconds=round(time.perf_counter() - start, 3),
         versions=_versions(), notes=list(trace.notes),
-        modalities=[ModalityRow(modality=m, **vars(t)) for m, t in
+        modalities=[ModalityRow(modality=m, **vars_of(t)) for m, t in
                     sorted(modalities.items(), key=lambda kv: (kv[0] == SHARED, kv[0]))],
         peak_modality=trace.modalities.get(steady.module, SHARED),
         phase_peaks=phase_peaks(log, live, sizes, where, bounds[-1]),

@@ -72,10 +72,9 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     rec = Recorder(module_of=lambda: modules.current, device_type=device,
                    workspace_of=lambda op, a, k, out: workspace_bytes(op, opts.target, a, k, out),
                    on_op=_runtime_hook(opts))
-    _register_existing(rec, model, batch)
-    trainable_sids = {rec.sid_of(p) for p in trainable}
-
     owners = _parameter_owners(model)
+    _register_existing(rec, model, batch, owners)
+    trainable_sids = {rec.sid_of(p) for p in trainable}
 
     def set_phase(phase: str) -> None:
         if phase == "optimizer":  # backward is done: the .grad storages are the gradients
@@ -180,8 +179,8 @@ def _parameter_owners(model: torch.nn.Module) -> dict[int, str]:
     return owners
 
 
-def _register_existing(rec: Recorder, model: torch.nn.Module, batch: tuple[tuple, dict]) -> None:
-    owners = _parameter_owners(model)
+def _register_existing(rec: Recorder, model: torch.nn.Module, batch: tuple[tuple, dict],
+                       owners: dict[int, str]) -> None:
     for name, p in model.named_parameters(remove_duplicate=True):
         rec.register(p, Origin.PARAMETER, name, owners.get(id(p), ""))
     for name, b in model.named_buffers():
