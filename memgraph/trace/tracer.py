@@ -10,6 +10,7 @@ import torch
 
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.ops.registry import workspace_bytes
+from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.build import build_model
 from memgraph.model_spec.modality import module_modalities
 from memgraph.model_spec.optimizers import make_optimizer, resolve_impl
@@ -49,6 +50,7 @@ class Trace:
     trainable_sids: set[int]
     notes: list[str] = field(default_factory=list)
     modalities: dict[str, str] = field(default_factory=dict)  # module path -> modality group (model_spec/modality.py)
+    unknowns: list[BoundedUnknown] = field(default_factory=list)  # bounded unknowns the trace met (facts/unknowns.py)
 
 
 def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
