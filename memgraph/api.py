@@ -8,11 +8,15 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 from memgraph.allocator.replay import device_peaks
+from memgraph.allocator.snapshot import memory_snapshot
 from memgraph.analysis.result import Result
 from memgraph.analysis.summarize import summarize
+from memgraph.errors import MemgraphError
+from memgraph.facts.cuda_allocator import AllocatorOptions
+from memgraph.facts.gpus import get_gpu
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
-from memgraph.trace.tracer import trace_training
+from memgraph.trace.tracer import Trace, trace_training
 
 
 def analyze(model: str, options: TrainingOptions | None = None, **kwargs) -> Result:
@@ -21,13 +25,28 @@ def analyze(model: str, options: TrainingOptions | None = None, **kwargs) -> Res
     ``model`` is a zoo name, a config.json path or model folder, or ``module:function``;
     keyword arguments build :class:`TrainingOptions` when ``options`` is not given.
     """
-    opts = options or TrainingOptions(**kwargs)
+    return analyze_traced(model, options or TrainingOptions(**kwargs))[0]
+
+
+def analyze_traced(model: str, opts: TrainingOptions) -> tuple[Result, Trace]:
+    """:func:`analyze`, also returning the trace (its event log, categorised) for exports such as
+    :func:`predicted_snapshot`."""
     spec = resolve(model)
     trace = trace_training(spec, opts)
     result = summarize(trace, spec.name, opts.to_dict(), opts.target)
     if opts.target == "cuda":
         result.device = asdict(device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf))
-    return result
+    return result, trace
+
+
+def predicted_snapshot(trace: Trace, opts: TrainingOptions) -> dict:
+    """The predicted step as a PyTorch memory snapshot (``torch.cuda.memory._snapshot()``'s dict), for
+    https://pytorch.org/memory_viz; see :mod:`memgraph.allocator.snapshot`. The cuda target only."""
+    if opts.target != "cuda":
+        raise MemgraphError("--format snapshot describes the CUDA caching allocator: use the cuda target "
+                            f"(not --target {opts.target})")
+    options = AllocatorOptions.from_env_string(opts.allocator_conf) if opts.allocator_conf else AllocatorOptions()
+    return memory_snapshot(trace.log, options, get_gpu(opts.gpu).allocator_budget_bytes)
 
 
 def measure(model: str, device: str = "cpu", options: TrainingOptions | None = None, snapshot: str | None = None,

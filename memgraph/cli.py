@@ -11,8 +11,8 @@ from pathlib import Path
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions, flag_of, positive_int
-from memgraph.output import check_output_path, write_output
-from memgraph.render.formats import FORMATS
+from memgraph.output import check_output_path, is_file_target, write_output
+from memgraph.render.formats import EXTENSION_FORMATS, FORMATS
 from memgraph.version import __version__
 
 
@@ -39,7 +39,13 @@ def _training_args(p: argparse.ArgumentParser, command: str) -> None:
             continue
         names = (flag.name, flag.short) if flag.short else (flag.name,)
         g.add_argument(*names, dest=f.name, help=_help(f), **_argparse_kwargs(f))
-    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE ('-': standard output, the default)")
+    if command == "analyze":
+        p.add_argument("--output", "-o", metavar="FILE", action="append", default=None,
+                       help="write the report to FILE ('-': standard output, the default); the format follows the "
+                            "extension (.txt .md .json .html .pickle) unless --format says; repeat for several "
+                            "formats from one analysis")
+    else:
+        p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE ('-': standard output, the default)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
@@ -117,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("analyze", help="predict the peak memory of a training step")
     _training_args(a, "analyze")
-    a.add_argument("--format", "-f", choices=FORMATS, default="table")
+    a.add_argument("--format", "-f", choices=FORMATS, default=None,
+                   help="table (default), md, json, html, or snapshot (a PyTorch memory snapshot pickle for "
+                        "https://pytorch.org/memory_viz; needs --output)")
     a.add_argument("--depth", type=positive_int, default=3,
                    help="module path depth of the per-module table (default 3)")
     a.set_defaults(run=_analyze)
@@ -147,12 +155,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _analyze(a) -> str:
-    from memgraph.api import analyze
+def analyze_targets(outputs: list[str] | None, fmt: str | None) -> list[tuple[str | None, str]]:
+    """(path, format) of each report ``analyze`` writes: ``--format`` if given, else the extension's format
+    (table for an unknown one). A ``--format`` that contradicts a known extension is refused."""
+    if not outputs:
+        return [(None, fmt or "table")]
+    targets = []
+    for path in outputs:
+        by_ext = None if path == "-" else EXTENSION_FORMATS.get(Path(path).suffix.lower())
+        if fmt and by_ext and by_ext != fmt:
+            raise MemgraphError(f"--output {path!r} is a {by_ext} file but --format is {fmt}: "
+                                f"change the extension or drop --format")
+        targets.append((path, fmt or by_ext or "table"))
+    paths = [p for p, _ in targets]
+    duplicate = next((p for p in paths if paths.count(p) > 1), None)
+    if duplicate is not None:
+        raise MemgraphError(f"--output {duplicate!r} is given twice: name each file once")
+    return targets
+
+
+def _analyze(a) -> dict[str | None, str | bytes]:
+    import pickle
+
+    from memgraph.api import analyze_traced, predicted_snapshot
     from memgraph.render.formats import render
 
-    result = analyze(a.model, training_options(a))
-    return render(result, a.format, a.depth)
+    opts = training_options(a)
+    if any(fmt == "snapshot" for _, fmt in a.targets) and opts.target != "cuda":
+        raise MemgraphError(f"--format snapshot describes the CUDA caching allocator: not with --target {opts.target}")
+    result, trace = analyze_traced(a.model, opts)
+    return {path: (pickle.dumps(predicted_snapshot(trace, opts)) if fmt == "snapshot" else render(result, fmt, a.depth))
+            for path, fmt in a.targets}
 
 
 def _measure(a) -> str:
@@ -216,8 +249,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args.debug:
         _quiet_transformers()
     try:
-        check_output_path(args.output)  # before any work: a bad target fails in a second, not after the trace
-        write_output(args.run(args), args.output)
+        outputs = args.output if isinstance(args.output, list) else [args.output]
+        for path in outputs:  # before any work: a bad target fails in a second, not after the trace
+            check_output_path(path)
+        if args.command == "analyze":
+            args.targets = analyze_targets(args.output, args.format)
+            if any(fmt == "snapshot" and path in (None, "-") for path, fmt in args.targets):
+                raise MemgraphError("--format snapshot writes a binary pickle: give --output FILE.pickle")
+        produced = args.run(args)
+        reports = produced if isinstance(produced, dict) else {outputs[0]: produced}
+        for path, content in reports.items():  # everything rendered first: a failure writes nothing
+            write_output(content, path)
+            if is_file_target(path):
+                print(f"memgraph: wrote {path} ({len(content):,} bytes)", file=sys.stderr)
     except MemgraphError as e:
         if args.debug:
             raise

@@ -38,26 +38,35 @@ def check_output_path(path: str | None) -> None:
         raise MemgraphError(f"cannot write {path!r}: permission denied")
 
 
-def write_output(text: str, path: str | None) -> None:
-    """Write all of ``text`` to ``path`` (see the module docstring), or to standard output."""
+def write_output(text: str | bytes, path: str | None) -> None:
+    """Write all of ``text`` (or binary ``bytes``) to ``path`` (see the module docstring), or to
+    standard output (text only)."""
     if path is None or path == STDOUT:
+        if isinstance(text, bytes):
+            raise MemgraphError("this format is binary (a pickle): give --output FILE, not standard output")
         sys.stdout.write(text)
         sys.stdout.flush()
         return
     check_output_path(path)
     target = Path(path).resolve()  # a symbolic link: the file it points to
+    mode = "wb" if isinstance(text, bytes) else "w"
     if target.exists() and not stat.S_ISREG(target.stat().st_mode):
-        with open(target, "w") as f:  # FIFO, character device: write through, never replace the node
+        with open(target, mode) as f:  # FIFO, character device: write through, never replace the node
             f.write(text)
         return
     _replace_atomically(target, text)
 
 
-def _replace_atomically(target: Path, text: str) -> None:
+def is_file_target(path: str | None) -> bool:
+    """Whether ``path`` names a file (not standard output): a confirmation line is worth printing."""
+    return path is not None and path != STDOUT
+
+
+def _replace_atomically(target: Path, text: str | bytes) -> None:
     # A short temporary name: the target's own name may already be near the 255-byte limit.
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".memgraph-", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
             f.write(text)
         mode = target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~_umask()
         os.chmod(tmp, mode)  # mkstemp makes 0600; keep the old file's mode, or give open()'s usual one

@@ -161,8 +161,13 @@ class CachingAllocatorModel:
     """
 
     def __init__(self, options: AllocatorOptions = AllocatorOptions(),
-                 capacity_bytes: int | None = None):
+                 capacity_bytes: int | None = None, history: list | None = None):
         self.options = options
+        # With a list: every allocator action is appended as (action, address, size, key), with
+        # the action names of PyTorch's TraceEntry (c10/cuda/CUDACachingAllocator.h, torch 2.13):
+        # alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map,
+        # segment_unmap, oom. One stream, so every free completes at once.
+        self.history = history
         self.capacity_bytes = capacity_bytes
         self._expandable = bool(options.expandable_segments)
         self._max_split = (SIZE_MAX if options.max_split_size_mb is None
@@ -225,6 +230,8 @@ class CachingAllocatorModel:
                          and self._alloc_block(pool, size, alloc_size, True)))
             if not block:
                 self.num_ooms += 1
+                if self.history is not None:
+                    self.history.append(("oom", 0, alloc_size, key))
                 raise OutOfMemoryError(nbytes, alloc_size, self.allocated_bytes,
                                        self.reserved_bytes, self.capacity_bytes)
         self._alloc_found_block(key, block, pool, size, nbytes)
@@ -239,6 +246,9 @@ class CachingAllocatorModel:
         block.allocated = False
         self.allocated_bytes -= block.size
         self.requested_bytes -= block.requested
+        if self.history is not None:
+            self.history.append(("free_requested", block.addr, block.size, key))
+            self.history.append(("free_completed", block.addr, block.size, key))
         self._free_block(block)
 
     def empty_cache(self) -> None:
@@ -280,19 +290,29 @@ class CachingAllocatorModel:
     def snapshot(self) -> list[dict]:
         """Segments like ``torch.cuda.memory_snapshot()``: one per cudaMalloc, one per mapped
         range of an expandable segment; blocks as (size, allocated) in address order."""
+        return [{**seg, "blocks": [(size, alloc) for _, size, alloc in seg["blocks"]]}
+                for seg in self.segment_ranges()]
+
+    def live_blocks(self) -> list[tuple[int, int, int, Hashable]]:
+        """(address, block size, requested bytes, key) of every live allocation."""
+        return [(b.addr, b.size, b.requested, k) for k, b in self._live.items()]
+
+    def segment_ranges(self) -> list[dict]:
+        """Every mapped range the allocator holds, like ``torch.cuda.memory._snapshot()["segments"]``:
+        ``address``, ``total_size``, ``is_large``, ``is_expandable`` and its blocks in address order as
+        (address, size, allocated)."""
         blocks = list(self._live.values())
         for p in (self._small, self._large):
             blocks.extend(p.free.values())
         heads = [b for b in blocks if b.prev is None or not b.prev.mapped]
         out = []
         for h in sorted(heads, key=lambda b: b.addr):
-            seg, b, blist, total = h.seg, h, [], 0
+            b, blist = h, []
             while b is not None and b.mapped:
-                blist.append((b.size, b.allocated))
-                total += b.size
+                blist.append((b.addr, b.size, b.allocated))
                 b = b.next
-            out.append({"address": h.addr, "total_size": total, "is_large": not seg.pool.is_small,
-                        "is_expandable": seg.expandable, "blocks": blist})
+            out.append({"address": h.addr, "total_size": sum(x[1] for x in blist),
+                        "is_large": not h.seg.pool.is_small, "is_expandable": h.seg.expandable, "blocks": blist})
         return out
 
     # -- malloc internals ---------------------------------------------------------------------
@@ -367,6 +387,8 @@ class CachingAllocatorModel:
         block.allocated = True
         block.requested = nbytes
         self._live[key] = block
+        if self.history is not None:
+            self.history.append(("alloc", block.addr, block.size, key))
         self.num_allocations += 1
         self.allocated_bytes += block.size
         if self.allocated_bytes > self.peak_allocated_bytes:
@@ -394,6 +416,8 @@ class CachingAllocatorModel:
             self.peak_num_segments = self.num_segments
         self.num_device_alloc += 1
         seg.mapped_bytes = alloc_size
+        if self.history is not None:
+            self.history.append(("segment_alloc", seg.base, alloc_size, None))
         return _Block(seg.base, alloc_size, seg)
 
     # -- free internals -----------------------------------------------------------------------
@@ -490,6 +514,8 @@ class CachingAllocatorModel:
     def _release_block(self, blk: _Block) -> None:
         """release_block: cudaFree a whole cached segment."""
         blk.seg.pool.remove(blk)
+        if self.history is not None:
+            self.history.append(("segment_free", blk.addr, blk.size, None))
         self.reserved_bytes -= blk.size
         self.num_segments -= 1
         self.num_device_free += 1
@@ -548,6 +574,8 @@ class CachingAllocatorModel:
             return False  # cuMemCreate -> CUDA_ERROR_OUT_OF_MEMORY
         pool = seg.pool
         pool.remove_unmapped(to_map)
+        if self.history is not None:
+            self.history.append(("segment_map", seg.base + begin * page, mapped, None))
         to_map.mapped = True
         if mapped < to_map.size:
             rem = _Block(to_map.addr + mapped, to_map.size - mapped, seg, mapped=False)
@@ -580,6 +608,8 @@ class CachingAllocatorModel:
         pool.remove(block)
         uaddr = seg.base + begin * page
         usize = (end - begin) * page
+        if self.history is not None:
+            self.history.append(("segment_unmap", uaddr, usize, None))
         before = uaddr - block.addr
         if before > 0:
             bf = _Block(block.addr, before, seg)

@@ -26,11 +26,16 @@ class ZooEntry:
 
 
 def zoo_dir() -> Path:
-    """Folder of zoo JSON files: the ``memgraph_zoo`` package (the repo's ``models/``)."""
+    """Folder of zoo JSON files: the source tree's ``models/`` when memgraph runs from a source tree
+    (a checkout, an editable install), else the installed ``memgraph_zoo`` package (a wheel)."""
+    source = Path(__file__).resolve().parents[2] / "models"
+    if (source / "__init__.py").is_file():
+        return source
     try:
         return Path(str(resources.files("memgraph_zoo")))
-    except ModuleNotFoundError:  # running from a source tree that is not installed
-        return Path(__file__).resolve().parents[2] / "models"
+    except ModuleNotFoundError:
+        raise MemgraphError("the model zoo is missing: memgraph_zoo is not installed; reinstall memgraph "
+                            "(pip install memgraph or pip install -e . from a checkout)") from None
 
 
 @lru_cache(maxsize=1)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from memgraph.analysis.result import Result
 from memgraph.errors import MemgraphError
 
-FORMATS = ("table", "md", "json", "html")
+FORMATS = ("table", "md", "json", "html", "snapshot")
+# The format a file's extension asks for (``-o report.html`` writes html without ``--format``).
+EXTENSION_FORMATS = {".txt": "table", ".md": "md", ".markdown": "md", ".json": "json", ".html": "html",
+                     ".htm": "html", ".pickle": "snapshot", ".pkl": "snapshot"}
 
 
 def render(r: Result, fmt: str, depth: int = 3) -> str:
@@ -25,4 +28,7 @@ def render(r: Result, fmt: str, depth: int = 3) -> str:
         from memgraph.render.html import render_html
 
         return render_html(r, depth)
+    if fmt == "snapshot":
+        raise MemgraphError("the snapshot format is made from the trace, not from a report: "
+                            "use memgraph.api.predicted_snapshot")
     raise MemgraphError(f"unknown format {fmt!r}: pass --format one of {', '.join(FORMATS)}")
