@@ -66,6 +66,12 @@ _IGNORED_KEYS = frozenset({
 })
 
 
+# Of those, the ones PyTorch reads with ConfigTokenizer::toBool (exactly "True"/"False") or as an integer.
+_BOOL_KEYS = frozenset({"release_lock_on_cudamalloc", "release_lock_on_hipmalloc", "pinned_use_cuda_host_register",
+                        "pinned_use_hip_host_register", "pinned_use_background_threads"})
+_UINT_KEYS = frozenset({"pinned_num_register_threads", "pinned_reserve_segment_size_mb"})
+
+
 @dataclass(frozen=True)
 class AllocatorOptions:
     """The allocator settings of ``PYTORCH_CUDA_ALLOC_CONF`` that change memory use.
@@ -178,8 +184,10 @@ def _tokenize(s: str) -> list[str]:
 
 
 def _to_uint(key: str, v: str) -> int:
-    if not v.isdigit():
+    if not (v.isascii() and v.isdigit()):
         raise ValueError(f"allocator config option {key!r}: expected a non-negative integer, got {v!r}")
+    if len(v) > 20 or int(v) >= 2**64:  # std::stoul throws out_of_range beyond an unsigned 64-bit value
+        raise ValueError(f"allocator config option {key!r}: {v[:20]!r}... is out of range (at most 2**64 - 1)")
     return int(v)
 
 
@@ -222,7 +230,12 @@ def _parse_option(key: str, value, kw: dict) -> None:
         if value != "native":
             raise ValueError(f"allocator config option 'backend': unknown backend {value!r}")
     elif key in _IGNORED_KEYS:
-        pass  # no effect on device memory accounting
+        # No effect on device memory accounting, but PyTorch still parses the value and refuses a bad one
+        # (CUDAAllocatorConfig / AcceleratorAllocatorConfig: ConfigTokenizer::toBool, stoul).
+        if key in _BOOL_KEYS and value not in ("True", "False"):
+            raise ValueError(f"allocator config option {key!r}: expected True or False, got {value!r}")
+        if key in _UINT_KEYS:
+            _to_uint(key, value)
     else:
         raise ValueError(f"unrecognized allocator config option {key!r}")
 

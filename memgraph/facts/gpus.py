@@ -269,6 +269,8 @@ def get_gpu(key: str) -> GpuSpec:
     ``get_gpu("H100")`` -> the ``h100-80gb`` entry; ``get_gpu(torch.cuda.get_device_name())`` works
     for the listed boards. Unknown names raise ``KeyError`` listing the closest known spellings.
     """
+    if not isinstance(key, str) or not key.isprintable():  # a pasted newline or tab is a mistake, not a name
+        raise KeyError(f"GPU name {key!r} has control characters in it: pass the name alone (see 'memgraph gpus')")
     norm = _norm(key)
     if norm in _LOOKUP:
         return GPUS[_LOOKUP[norm]]

@@ -50,8 +50,15 @@ class InputSpec:
         return f"{self.name}={str(self.dtype).removeprefix('torch.')}[{dims}]"
 
 
+# Longer --input text is a paste accident, not a tensor: a name and a few dimensions fit in far less.
+MAX_INPUT_TEXT = 1000
+
+
 def parse_input(text: str) -> InputSpec:
     """Parse ``name=dtype[d0,d1,...]`` (optionally ``<HIGH``); errors name the bad text."""
+    if len(text) > MAX_INPUT_TEXT:
+        raise MemgraphError(f"--input {text[:40]!r}... is {len(text):,} characters: an input is name=dtype[dims], "
+                            f"at most {MAX_INPUT_TEXT} characters")
     m = _SPEC.match(text)
     if not m:
         raise MemgraphError(
@@ -71,6 +78,8 @@ def parse_input(text: str) -> InputSpec:
     dtype = DTYPES[dtype_name.lower()]
     if high is not None and (dtype.is_floating_point or dtype == torch.bool):
         raise MemgraphError(f"--input {text!r}: '<HIGH' applies to integer inputs only")
+    if high is not None and int(high) < 1:
+        raise MemgraphError(f"--input {text!r}: '<HIGH' is the exclusive upper end of the values: pass <1 or more")
     return InputSpec(name, shape, dtype, int(high) if high else None)
 
 

@@ -37,6 +37,12 @@ _PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed
 # dtype of torch.autocast("cuda", dtype=...) for the mixed precisions; AUTOCAST_DTYPE maps to the torch.dtype
 _AUTOCAST_DTYPE_NAME = {"fp16-mixed": "float16", "bf16-mixed": "bfloat16"}
 MIN_ITERATIONS = 2  # iteration 1 creates the optimizer state; the steady state starts at 2
+# Each iteration is a full trace, and from iteration 2 on every iteration repeats the same events
+# (tests/test_recorder.py), so more iterations only cost time: a larger value is refused, not run for hours.
+MAX_ITERATIONS = 16
+# Counts (batch, sequence, images, ...) beyond 2**31 - 1 are refused: such a batch's int64 token ids alone
+# would be 16 GiB, no GPU step holds it, and a 400-digit number is a typo, not a plan.
+MAX_COUNT = 2**31 - 1
 
 
 def __getattr__(name: str):
@@ -57,12 +63,16 @@ def __getattr__(name: str):
 # -- parse functions: command-line text -> value (argparse's type=); the message names the bad text --
 
 def positive_int(text: str) -> int:
+    if len(text) > 20:  # int() of a 400-digit string works; nothing memgraph counts needs more than 10 digits
+        raise argparse.ArgumentTypeError(f"{text[:20]!r}... is not a count memgraph can use (at most {MAX_COUNT:,})")
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than memgraph can use (at most {MAX_COUNT:,})")
     return value
 
 
@@ -71,7 +81,10 @@ def parse_image_size(text: str) -> int | tuple[int, int]:
     parts = text.lower().split("x")
     if len(parts) > 2:
         raise argparse.ArgumentTypeError(f"{text!r} is not N or HxW")
-    sizes = tuple(positive_int(p.strip()) for p in parts)
+    try:
+        sizes = tuple(positive_int(p.strip()) for p in parts)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not N or HxW with whole numbers >= 1 ({e})") from None
     return sizes[0] if len(sizes) == 1 else sizes
 
 
@@ -80,8 +93,8 @@ def positive_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
     return value
 
 
@@ -202,9 +215,10 @@ class TrainingOptions:
         choices=STAGES)
 
     def __post_init__(self):
-        if self.iterations < MIN_ITERATIONS:
+        if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
             raise MemgraphError(
-                f"iterations {self.iterations} < {MIN_ITERATIONS}: the steady state needs at least 2 iterations"
+                f"iterations {self.iterations}: pass --iterations from {MIN_ITERATIONS} (the steady state needs "
+                f"2) to {MAX_ITERATIONS} (every iteration from the second repeats the same events)"
             )
         if self.stage is not None:
             object.__setattr__(self, "stage", str(self.stage))
@@ -216,7 +230,7 @@ class TrainingOptions:
             object.__setattr__(self, "image_size", tuple(self.image_size))
         elif self.image_size is not None:
             _positive("image size", self.image_size, "--image-size")
-        if self.audio_seconds is not None and not self.audio_seconds > 0:
+        if self.audio_seconds is not None and not 0 < self.audio_seconds < float("inf"):
             raise MemgraphError(f"audio length {self.audio_seconds!r} is not positive: pass --audio-seconds > 0")
         for f in fields(self):  # what the flags declare: positive integers and choices
             flag, value = flag_of(f), getattr(self, f.name)
@@ -266,6 +280,8 @@ def _precision_supported(precision: str, target: str, gpu) -> None:
 def _positive(label: str, value, flag: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise MemgraphError(f"{label} {value!r} is not a positive integer: pass {flag} N with N >= 1")
+    if value > MAX_COUNT:
+        raise MemgraphError(f"{label} {value!r} is more than memgraph can use: pass {flag} N with N <= {MAX_COUNT:,}")
 
 
 def _choice(label: str, value: str, allowed: tuple[str, ...], flag: str) -> None:

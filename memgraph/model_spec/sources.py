@@ -16,6 +16,7 @@ import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec import zoo
+from memgraph.model_spec.config_checks import check_config, check_fields
 from memgraph.model_spec.inputs import Batch, parse_input
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.tasks import TASKS, task_for_class
@@ -58,8 +59,29 @@ class ModelSpec:
             return Batch(tuple(parse_input(s) for s in opts.inputs), {}, positional=True)
         if opts.inputs:
             specs = tuple(parse_input(s) for s in opts.inputs)
+            self._check_input_names(specs)
             return Batch(specs, {})
         return TASKS[self.task](self.config, opts, self.defaults, float_dtype)
+
+
+    def _check_input_names(self, specs) -> None:
+        """A transformers model takes its inputs by name: each ``--input`` must name a forward() parameter."""
+        import inspect
+
+        import transformers
+
+        cls = getattr(transformers, self.model_class or "", None)
+        if cls is None:
+            return
+        params = inspect.signature(cls.forward).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            named = [n for n, p in params.items() if n != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD]
+        else:
+            named = [n for n in params if n != "self"]
+        for spec in specs:
+            if spec.name not in params:
+                raise MemgraphError(f"--input {spec.name[:40]!r}: {self.model_class}.forward takes no such input; "
+                                    f"its inputs are {', '.join(named[:12])}")
 
 
 def resolve(ref: str) -> ModelSpec:
@@ -84,10 +106,38 @@ def _make_config(data: dict, where: str):
     model_type = data.pop("model_type", None)
     if not model_type:
         raise MemgraphError(f"{where}: config has no 'model_type': it is not a transformers config.json")
+    if not isinstance(model_type, str):
+        raise MemgraphError(f"{where}: 'model_type' is {model_type!r}, not a name: fix the config")
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        raise MemgraphError(f"{where}: model_type {model_type!r} is not known to transformers "
+                            f"{_transformers_version()}: fix the config or upgrade transformers")
+    check_fields(data, where)
+    for key, value in data.items():  # raw sub-configs (text_config, vision_config, ...)
+        if isinstance(value, dict):
+            check_fields(value, f"{where} ({key})")
     try:
-        return AutoConfig.for_model(model_type, **data)
-    except ValueError as e:
-        raise MemgraphError(f"{where}: model_type {model_type!r} is not known to transformers ({e})") from None
+        from huggingface_hub.errors import StrictDataclassError  # transformers' config field validators
+    except ImportError:
+        StrictDataclassError = ValueError
+    try:
+        config = AutoConfig.for_model(model_type, **data)
+    except (StrictDataclassError, ValueError, TypeError, AttributeError, OverflowError, RecursionError,
+            ZeroDivisionError) as e:
+        # transformers' strict dataclass validators and config __init__ arithmetic on bad values; the
+        # cause's own last line names the field
+        cause = e.__cause__ or e
+        detail = str(cause).strip().splitlines()[-1] if str(cause).strip() else type(cause).__name__
+        raise MemgraphError(f"{where}: transformers refuses this {model_type} config: {detail}") from None
+    check_config(config, where)
+    return config
+
+
+def _transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
 
 
 def _from_config_path(path: Path) -> ModelSpec:
@@ -98,6 +148,8 @@ def _from_config_path(path: Path) -> ModelSpec:
         data = json.loads(file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise MemgraphError(f"config {str(file)!r} is not valid JSON ({e}): fix or re-download it") from None
+    except RecursionError:
+        raise MemgraphError(f"config {str(file)!r} is nested too deeply to be a config.json: fix or re-download it") from None
     if not isinstance(data, dict):
         raise MemgraphError(f"config {str(file)!r} is not a JSON object: pass a transformers config.json")
     architectures = data.get("architectures") or []

@@ -11,6 +11,7 @@ from typing import Callable
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.facts.learned_positions import learned_position_limit
 from memgraph.model_spec.inputs import Batch, InputSpec
 from memgraph.model_spec.multimodal_inputs import image_text_to_text
 from memgraph.model_spec.options import TrainingOptions
@@ -31,7 +32,18 @@ def _need(value, label: str, flag: str):
 
 
 def _seq(cfg, opts: TrainingOptions, defaults: dict) -> int:
-    return _need(opts.seq_len or defaults.get("seq_len"), "sequence length", "--seq-len")
+    return _within_positions(_text(cfg), _need(opts.seq_len or defaults.get("seq_len"), "sequence length", "--seq-len"))
+
+
+def _within_positions(text_cfg, seq_len: int) -> int:
+    """``seq_len``, refused if it is longer than the model's learned position table (facts/learned_positions.py)."""
+    found = learned_position_limit(text_cfg)
+    if found is not None and seq_len > found[0]:
+        limit, name = found
+        raise MemgraphError(f"--seq-len {seq_len} is longer than this {text_cfg.model_type} model's {limit} learned "
+                            f"positions (config {name!r}); the real model fails with an index error: "
+                            f"pass --seq-len {limit} or less")
+    return seq_len
 
 
 def _image(cfg, opts: TrainingOptions, defaults: dict) -> int:
@@ -70,7 +82,7 @@ def image_classification(cfg, opts, defaults, dtype) -> Batch:
 
 def contrastive(cfg, opts, defaults, dtype) -> Batch:
     text = cfg.text_config
-    s = opts.seq_len or defaults.get("seq_len") or text.max_position_embeddings
+    s = _within_positions(text, opts.seq_len or defaults.get("seq_len") or text.max_position_embeddings)
     ids = InputSpec("input_ids", (opts.batch_size, s), LONG, text.vocab_size)
     return Batch((ids, _pixels(cfg, opts, defaults, dtype)), {"return_loss": True})
 
