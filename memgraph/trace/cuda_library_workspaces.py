@@ -8,12 +8,20 @@ tensors on its own device thread, so a step holds one pair for the forward/optim
 one for the backward thread. Sizes come from :mod:`memgraph.facts.gpus` (32 MiB cuBLAS on
 sm90, 8 MiB + 128 KiB elsewhere; 1 MiB cuBLASLt). Both count in ``max_memory_allocated``.
 Whether both threads and both workspaces really appear is to be confirmed by GPU measurements.
+
+Kernel buffers: :class:`CudaKernelBuffers` gives the recorder, op by op, the buffers a CUDA kernel
+allocates and frees inside the op (cuDNN convolution workspaces, operand copies cuBLAS needs, fused
+attention backward buffers: :mod:`memgraph.facts.ops.cuda_workspace`), and collects the bounded unknowns
+they come with, once per mechanism with its largest slack, for ``Trace.unknowns``.
 """
 
 from __future__ import annotations
 
+import torch
+
 from memgraph.facts.gpus import GpuSpec
-from memgraph.facts.ops.registry import packet
+from memgraph.facts.ops.registry import CudaContext, cuda_kernel_buffers, packet
+from memgraph.facts.unknowns import BoundedUnknown
 
 # ATen ops that run a cuBLAS GEMM on CUDA (ops that decompose into these, such as linear,
 # matmul and einsum, reach the recorder as these).
@@ -41,3 +49,24 @@ class CudaLibraryWorkspaces:
         for name, nbytes in self.sizes:
             if nbytes:
                 rec.persistent(nbytes, f"{name} ({thread})", info.module, info.index)
+
+
+class CudaKernelBuffers:
+    """Recorder ``workspace_of`` part for the cuda target: (op, args, kwargs, out) -> transient bytes."""
+
+    def __init__(self, gpu: GpuSpec):
+        # the process's cuDNN TF32 toggle, read once per trace as the SDPA backend toggles are
+        self.ctx = CudaContext(tuple(gpu.compute_capability), bool(torch.backends.cudnn.allow_tf32))
+        self._unknowns: dict[str, BoundedUnknown] = {}
+
+    def __call__(self, op: str, args: tuple, kwargs: dict, out) -> list[int]:
+        buffers = cuda_kernel_buffers(op, self.ctx, args, kwargs, out)
+        for u in buffers.unknowns:
+            kept = self._unknowns.get(u.name)
+            if kept is None or u.slack_bytes > kept.slack_bytes:
+                self._unknowns[u.name] = u
+        return buffers.transients
+
+    def unknowns(self) -> list[BoundedUnknown]:
+        """One bounded unknown per mechanism met, the call with the largest slack, by name."""
+        return [self._unknowns[name] for name in sorted(self._unknowns)]

@@ -24,7 +24,7 @@ from memgraph.trace.autocast_emulation import (
     checkpoint_context_fn,
     emulation_region,
 )
-from memgraph.trace.cuda_library_workspaces import CudaLibraryWorkspaces
+from memgraph.trace.cuda_library_workspaces import CudaKernelBuffers, CudaLibraryWorkspaces
 from memgraph.trace.event_log import EventLog, Origin, Role
 from memgraph.trace.fused_optimizers import fused_on_meta
 from memgraph.trace.grad_scaler import make_scaler
@@ -71,8 +71,9 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         optimizer = make_optimizer(opts.optimizer, trainable, impl)
 
     modules = ModuleStack(model)
+    kernel_buffers = CudaKernelBuffers(get_gpu(opts.gpu)) if opts.target == "cuda" else None
     rec = Recorder(module_of=lambda: modules.current, device_type=device,
-                   workspace_of=lambda op, a, k, out: workspace_bytes(op, opts.target, a, k, out),
+                   workspace_of=_workspace_of(opts.target, kernel_buffers),
                    on_op=_runtime_hook(opts))
     owners = _parameter_owners(model)
     _register_existing(rec, model, batch, owners)
@@ -117,7 +118,16 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
                + (kv_cache.notes() if opts.loop == "plain" else [])),
+        unknowns=kernel_buffers.unknowns() if kernel_buffers is not None else [],
     )
+
+
+def _workspace_of(target: str, kernel_buffers: CudaKernelBuffers | None):
+    """The recorder's ``workspace_of``: the op registry's per-target workspaces, plus on the cuda target the
+    buffers CUDA kernels allocate inside the op (trace/cuda_library_workspaces.py)."""
+    if kernel_buffers is None:
+        return lambda op, a, k, out: workspace_bytes(op, target, a, k, out)
+    return lambda op, a, k, out: workspace_bytes(op, target, a, k, out) + kernel_buffers(op, a, k, out)
 
 
 def _forward_emulation(opts: TrainingOptions, device: str):

@@ -1,0 +1,202 @@
+"""Buffers CUDA kernels allocate inside an op that the op's meta kernel does not (cuda target only).
+
+Each handler is a pure function ``(ctx, args, kwargs, out) -> KernelBuffers`` of the op's meta tensors
+(shapes, strides, dtypes) and the target GPU (:class:`~memgraph.facts.ops.table.CudaContext`); the
+recorder allocates each transient after the op's outputs and frees it before the op returns, so it
+counts in ``max_memory_allocated`` at that op and in the reserved-memory replay. The mechanisms and
+their sources are in :mod:`memgraph.facts.cudnn_conv` (cuDNN convolution workspaces),
+:mod:`memgraph.facts.cublas_operands` (operands cuBLAS cannot take as laid out) and
+:mod:`memgraph.facts.attention_backward` (flash / memory-efficient attention backward buffers).
+
+A phase's bytes are summed into one transient (the blocks alive together); the caching allocator
+would round each of them separately (512 bytes; large blocks to 2 MiB segments), which this slightly
+understates in the reserved replay.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from memgraph.facts import attention_backward as attn
+from memgraph.facts import cudnn_conv
+from memgraph.facts.cublas_operands import batch_matrix_needs_copy, matrix_needs_copy
+from memgraph.facts.ops.table import CudaContext, KernelBuffers
+from memgraph.facts.unknowns import BoundedUnknown
+from memgraph.private_api import suggest_memory_format
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _bind(names: tuple[str, ...], args: tuple, kwargs: dict) -> dict:
+    a = dict(zip(names, args))
+    a.update(kwargs)
+    return a
+
+
+# -- convolution (cuDNN) --------------------------------------------------------------------------
+_CONV = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups")
+_CONV_BWD = ("grad_output", "input", "weight", "bias_sizes", "stride", "padding", "dilation", "transposed",
+             "output_padding", "groups", "output_mask")
+
+
+def _conv_memory_format(input: torch.Tensor, weight: torch.Tensor):
+    """ConvUtils.h ``cudnn_conv_suggest_memory_format`` (torch 2.13): channels-last if input or weight is."""
+    if input.dtype == torch.float64 or weight.dtype == torch.float64:
+        return torch.contiguous_format
+    fmts = (suggest_memory_format(input), suggest_memory_format(weight))
+    if weight.dim() == 4 and torch.channels_last in fmts:
+        return torch.channels_last
+    if weight.dim() == 5 and torch.channels_last_3d in fmts:
+        return torch.channels_last_3d
+    return torch.contiguous_format
+
+
+def _native_depthwise(input: torch.Tensor, weight: torch.Tensor, groups: int, transposed: bool, fmt) -> bool:
+    """Convolution.cpp ``_select_conv_backend``: depthwise convolutions run PyTorch's own CUDA kernel
+    (CudaDepthwise2d/3d, no workspace) unless ``use_cudnn_depthwise`` (channels-last, or float16 with
+    ``check_cudnn_depthwise_workload``) sends them to cuDNN; float16 is counted as cuDNN here."""
+    depthwise = (not transposed and input.dim() in (4, 5) and input.size(1) == groups and groups > 1
+                 and weight.size(0) % input.size(1) == 0)  # ConvParams::is_depthwise
+    return depthwise and fmt == torch.contiguous_format and input.dtype != torch.float16
+
+
+def _copy_bytes(t: torch.Tensor | None, fmt) -> int:
+    """Bytes ``t.contiguous(fmt)`` allocates (ConvShared.cpp makes every operand contiguous in ``fmt``)."""
+    if t is None or t.is_contiguous(memory_format=fmt):
+        return 0
+    return _nbytes(t)
+
+
+def _geometry(input, weight, output, transposed: bool, fmt) -> cudnn_conv.ConvGeometry:
+    """cuDNN's x/w/y of the convolution (a transposed one runs as the backward-data of its adjoint)."""
+    x, y = (output, input) if transposed else (input, output)
+    return cudnn_conv.ConvGeometry(
+        batch=x.size(0), in_channels=x.size(1), kernel=tuple(weight.shape[2:]), out_spatial=tuple(y.shape[2:]),
+        x_bytes=_nbytes(x), w_bytes=_nbytes(weight), y_bytes=_nbytes(y), itemsize=x.element_size(),
+        dtype=_dtype(x), channels_last=fmt != torch.contiguous_format)
+
+
+def _conv_unknown(g: cudnn_conv.ConvGeometry, ctx: CudaContext) -> tuple[int, BoundedUnknown]:
+    expected, upper = cudnn_conv.workspace_bytes(g, ctx.compute_capability, ctx.cudnn_allow_tf32)
+    return expected, BoundedUnknown(cudnn_conv.UNKNOWN_NAME, expected, upper, cudnn_conv.SOURCE)
+
+
+def convolution(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
+    """``aten.convolution`` on CUDA: operand copies in the conv's memory format + the forward workspace."""
+    a = _bind(_CONV, args, kwargs)
+    x, w, transposed = a["input"], a["weight"], bool(a.get("transposed", False))
+    if not isinstance(out, torch.Tensor) or out.numel() == 0 or x.dim() < 3:
+        return KernelBuffers()
+    if x.dim() == 3:  # 1-d: Convolution.cpp view4d (a view) after input.contiguous()
+        copies = _copy_bytes(x, torch.contiguous_format)
+        x, w, out = x.unsqueeze(2), w.unsqueeze(2), out.unsqueeze(2)
+        fmt = torch.contiguous_format
+    else:
+        fmt = _conv_memory_format(x, w)
+        copies = 0
+    if _native_depthwise(x, w, int(a.get("groups", 1)), transposed, fmt):
+        return KernelBuffers()
+    copies += _copy_bytes(x, fmt) + _copy_bytes(w, fmt)
+    expected, unknown = _conv_unknown(_geometry(x, w, out, transposed, fmt), ctx)
+    total = copies + expected
+    return KernelBuffers([total] if total else [], [unknown])
+
+
+def convolution_backward(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
+    """``aten.convolution_backward`` on CUDA: backward-data then backward-filter, each with its workspace.
+
+    ConvShared.cpp ``cudnn_convolution_backward``: grad_input (mask[0]) runs first, grad_weight (mask[1])
+    second, each allocating and freeing its workspace; grad_output/input/weight are made contiguous in the
+    conv's memory format first and held through both (grad_bias is a reduction, an output of the op).
+    """
+    a = _bind(_CONV_BWD, args, kwargs)
+    go, x, w = a["grad_output"], a["input"], a["weight"]
+    transposed = bool(a.get("transposed", False))
+    mask = list(a.get("output_mask", (True, True, True)))
+    if x.numel() == 0 or go.numel() == 0 or x.dim() < 3:
+        return KernelBuffers()
+    if x.dim() == 3:
+        copies = _copy_bytes(x, torch.contiguous_format)
+        x, w, go = x.unsqueeze(2), w.unsqueeze(2), go.unsqueeze(2)
+        fmt = torch.contiguous_format
+    else:
+        fmt = _conv_memory_format(x, w)
+        copies = 0
+    if _native_depthwise(x, w, int(a.get("groups", 1)), transposed, fmt):
+        return KernelBuffers()
+    copies += _copy_bytes(go, fmt) + _copy_bytes(w, fmt) + (_copy_bytes(x, fmt) if mask[1] else 0)
+    expected, unknown = _conv_unknown(_geometry(x, w, go, transposed, fmt), ctx)
+    phases = [copies + expected for direction in (0, 1) if mask[direction]]
+    return KernelBuffers([p for p in phases if p], [unknown] if any(mask[:2]) else [])
+
+
+# -- cuBLAS GEMMs ---------------------------------------------------------------------------------
+def _gemm_copies(operands, batched: bool) -> int:
+    needs_copy = batch_matrix_needs_copy if batched else matrix_needs_copy
+    return sum(_nbytes(t) for t in operands
+               if isinstance(t, torch.Tensor) and t.numel() and needs_copy(tuple(t.shape), t.stride()))
+
+
+def _gemm(operand_positions: tuple[int, ...], batched: bool):
+    def handler(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
+        operands = [args[i] for i in operand_positions if i < len(args)]
+        if not isinstance(out, torch.Tensor) or out.numel() == 0 or any(t.size(-1) == 0 for t in operands[:1]):
+            return KernelBuffers()  # Blas.cpp: empty results and k == 0 never reach cuBLAS
+        copies = _gemm_copies(operands, batched)
+        return KernelBuffers([copies] if copies else [])
+
+    handler.__doc__ = (f"Operand copies of a {'batched ' if batched else ''}cuBLAS GEMM "
+                       "(see memgraph.facts.cublas_operands).")
+    return handler
+
+
+mm = _gemm((0, 1), batched=False)  # mm(self, mat2)
+addmm = _gemm((1, 2), batched=False)  # addmm(self, mat1, mat2) / _addmm_activation(...)
+bmm = _gemm((0, 1), batched=True)  # bmm(self, mat2)
+baddbmm = _gemm((1, 2), batched=True)  # baddbmm(self, batch1, batch2)
+
+
+# -- fused attention backward ---------------------------------------------------------------------
+def _blhd_copy_bytes(t: torch.Tensor) -> int:
+    """``t.transpose(1, 2).contiguous()``: the kernels take (B, L, H, D) tensors."""
+    return 0 if t.transpose(1, 2).is_contiguous() else _nbytes(t)
+
+
+def _attention(grad_out, q, k, v, out, flash: bool) -> attn.AttentionBackward:
+    return attn.AttentionBackward(
+        batch=q.size(0), heads=q.size(1), kv_heads=k.size(1), q_len=q.size(2), kv_len=k.size(2),
+        head_dim=q.size(3), head_dim_v=v.size(3), itemsize=q.element_size(),
+        grad_out_copy_bytes=_blhd_copy_bytes(grad_out), out_copy_bytes=_blhd_copy_bytes(out) if flash else 0)
+
+
+def flash_attention_backward(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
+    """``aten._scaled_dot_product_flash_attention_backward`` on CUDA: mha_bwd's buffers, all at once."""
+    grad_out, q, k, v, o = args[:5]
+    if q.dim() != 4 or q.numel() == 0:
+        return KernelBuffers()
+    total = sum(attn.flash_backward_buffers(_attention(grad_out, q, k, v, o, flash=True)).values())
+    return KernelBuffers([total])
+
+
+def efficient_attention_backward(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
+    """``aten._scaled_dot_product_efficient_attention_backward`` on CUDA: delta, then the staging workspace."""
+    grad_out, q, k, v, _bias, o = args[:6]
+    if q.dim() != 4 or q.numel() == 0:
+        return KernelBuffers()
+    a = _attention(grad_out, q, k, v, o, flash=False)
+    computes = attn.kernel_computes_delta(a.itemsize, a.head_dim, ctx.compute_capability)
+    delta_phase = attn.efficient_delta_phase(a, computes)
+    expected, upper = attn.efficient_workspace(a)
+    kernel_phase = a.grad_out_copy_bytes + delta_phase["delta"] + expected
+    unknown = BoundedUnknown(attn.EFFICIENT_UNKNOWN, expected, upper, attn.EFFICIENT_SOURCE)
+    return KernelBuffers([sum(delta_phase.values()), kernel_phase], [unknown])
+
+
+__all__ = ["addmm", "baddbmm", "bmm", "convolution", "convolution_backward", "efficient_attention_backward",
+           "flash_attention_backward", "mm"]
