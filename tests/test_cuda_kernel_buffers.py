@@ -84,7 +84,7 @@ def test_cudnn_expected_zero_without_tensor_cores_or_for_channels_last():
 
 
 def test_cudnn_copies_a_strided_input_first():
-    x, w, y = _conv_tensors()
+    _, w, y = _conv_tensors()
     xs = torch.empty(N, C, HW, 2 * HW, device=META)[..., ::2]  # not contiguous: .contiguous() copies it
     b = cuda_kernel_buffers("aten.convolution.default", H100, _conv_fwd_args(xs, w), {}, y)
     assert b.transients == [X_BYTES + TRANSPOSES]
@@ -195,7 +195,7 @@ def test_trace_flash_backward_buffers_of_tiny_llama():
 
 def test_trace_conv_unknown_on_cuda_only():
     spec = resolve("tests.fixtures.nets:conv")
-    opts = dict(inputs=(f"x=float32[{N},{C},{HW},{HW}]",))
+    opts = {"inputs": (f"x=float32[{N},{C},{HW},{HW}]",)}
     cuda = trace_training(spec, TrainingOptions(target="cuda", **opts))
     # forward: the transposes; backward: the first conv's input needs no gradient, so backward-filter only
     assert _workspaces(cuda, "aten.convolution.default") == [TRANSPOSES] * 2

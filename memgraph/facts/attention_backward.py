@@ -129,6 +129,14 @@ def kernel_computes_delta(itemsize: int, head_dim: int, compute_capability: tupl
     return not sm70_kernel or head_dim <= 64
 
 
-__all__ = ["AttentionBackward", "EFFICIENT_SOURCE", "EFFICIENT_UNKNOWN", "efficient_delta_phase",
-           "efficient_workspace", "flash_backward_buffers", "flash_head_size_rounded", "kernel_computes_delta",
-           "round_up"]
+__all__ = [
+    "EFFICIENT_SOURCE",
+    "EFFICIENT_UNKNOWN",
+    "AttentionBackward",
+    "efficient_delta_phase",
+    "efficient_workspace",
+    "flash_backward_buffers",
+    "flash_head_size_rounded",
+    "kernel_computes_delta",
+    "round_up",
+]
