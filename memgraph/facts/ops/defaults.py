@@ -3,7 +3,9 @@
 What the tracer gets right without an entry: every output storage (its real size) and aliasing
 (a view's storage is its base's; an in-place op returns a storage already known). An entry says
 the op was reviewed, names its family, and per target gives the scratch buffers its kernel
-allocates and frees by itself (see :mod:`memgraph.facts.ops.cpu_workspace` for the ``cpu`` target).
+allocates and frees by itself (see :mod:`memgraph.facts.ops.cpu_workspace` for the ``cpu`` target and
+:mod:`memgraph.facts.ops.cuda_workspace` for the ``cuda`` target: cuDNN convolution workspaces, operand
+copies of cuBLAS GEMMs, fused attention backward buffers).
 
 The list is every op seen in traces of the zoo models and tests/configs (targets cpu and cuda;
 sgd, sgd-momentum, adam, adamw with their for-loop and foreach implementations; eager and sdpa
