@@ -163,8 +163,14 @@ def test_efficient_backward_float32_by_hand():
 
 
 # -- through the trace ------------------------------------------------------------------------------
-def _workspaces(trace, op_name: str) -> list[int]:
-    return [s.nbytes for s in trace.log.storages if s.origin == Origin.WORKSPACE and s.name == f"workspace of {op_name}"]
+def _kernel_buffers(trace, op_name: str) -> list[dict[str, int]]:
+    """Per call of ``op_name``: the named blocks the recorder allocated for it (cuBLAS workspaces left out)."""
+    calls: dict[int, dict[str, int]] = {}
+    for s in trace.log.storages:
+        if (s.origin == Origin.WORKSPACE and not s.name.startswith(("cuBLAS workspace", "cuBLASLt workspace"))
+                and trace.log.ops[s.op_index].op == op_name):
+            calls.setdefault(s.op_index, {})[s.name] = s.nbytes
+    return [calls[i] for i in sorted(calls)]
 
 
 @pytest.fixture(scope="module")
@@ -176,21 +182,33 @@ def mlp_traces():
 def test_trace_records_the_copied_gradient_on_cuda_only(mlp_traces):
     # loss = out.sum(): the second Linear's mm backward gets a [4, 8] gradient with strides (0, 0); both its
     # grad_input and grad_weight GEMMs copy it (128 bytes each), in each of the 2 iterations
-    assert _workspaces(mlp_traces["cuda"], "aten.mm.default") == [4 * 8 * F32] * 4
-    assert _workspaces(mlp_traces["cpu"], "aten.mm.default") == []
+    cuda = _kernel_buffers(mlp_traces["cuda"], "aten.mm.default")
+    assert [sum(c.values()) for c in cuda] == [4 * 8 * F32] * 4
+    assert _kernel_buffers(mlp_traces["cpu"], "aten.mm.default") == []
     assert mlp_traces["cpu"].unknowns == [] and mlp_traces["cuda"].unknowns == []
+
+
+def test_cublas_workspace_is_taken_while_the_copy_is_alive(mlp_traces):
+    # the first backward GEMM copies the gradient, then cuBLAS takes the autograd thread's workspace inside it
+    log = mlp_traces["cuda"].log
+    copy = next(s for s in log.storages if s.name.startswith("cuBLAS operand copy"))
+    workspace = next(s for s in log.storages if s.name == "cuBLAS workspace (autograd thread)")
+    assert copy.op_index == workspace.op_index
+    assert copy.alloc_event < workspace.alloc_event < copy.free_event
 
 
 def test_trace_flash_backward_buffers_of_tiny_llama():
     trace = trace_training(resolve("tests/configs/tiny-llama.json"),
                            TrainingOptions(seq_len=16, precision="bf16-mixed", attn_implementation="sdpa"))
     # tests/configs/tiny-llama.json: 4 heads, 2 key/value heads, head dim 64 / 4 = 16, 2 layers; batch 1, 16 tokens
-    softmax_d = 1 * 4 * 128 * F32  # 2048
-    dq_accum = 1 * 128 * 4 * 32 * F32  # head dim 16 rounded to 32: 65536
-    expanded = 1 * 16 * 4 * 16 * BF16  # 2048 each (GQA)
-    per_call = softmax_d + dq_accum + 2 * expanded
-    assert _workspaces(trace, "aten._scaled_dot_product_flash_attention_backward.default") == [per_call] * 4
-    assert per_call == 71680
+    want = {
+        "flash backward softmax_d": 1 * 4 * 128 * F32,  # [B, H, round_up(16, 128)] float32: 2048
+        "flash backward dq_accum": 1 * 128 * 4 * 32 * F32,  # head dim 16 rounded to 32: 65536
+        "flash backward dk_expanded": 1 * 16 * 4 * 16 * BF16,  # GQA: [B, Lk, H, D] bf16, 2048
+        "flash backward dv_expanded": 1 * 16 * 4 * 16 * BF16,
+    }
+    assert sum(want.values()) == 71680
+    assert _kernel_buffers(trace, "aten._scaled_dot_product_flash_attention_backward.default") == [want] * 4
 
 
 def test_trace_conv_unknown_on_cuda_only():
@@ -198,10 +216,11 @@ def test_trace_conv_unknown_on_cuda_only():
     opts = {"inputs": (f"x=float32[{N},{C},{HW},{HW}]",)}
     cuda = trace_training(spec, TrainingOptions(target="cuda", **opts))
     # forward: the transposes; backward: the first conv's input needs no gradient, so backward-filter only
-    assert _workspaces(cuda, "aten.convolution.default") == [TRANSPOSES] * 2
-    assert _workspaces(cuda, "aten.convolution_backward.default") == [TRANSPOSES] * 2
+    assert _kernel_buffers(cuda, "aten.convolution.default") == [{"cuDNN workspace forward": TRANSPOSES}] * 2
+    assert (_kernel_buffers(cuda, "aten.convolution_backward.default")
+            == [{"cuDNN workspace backward filter": TRANSPOSES}] * 2)
     [u] = cuda.unknowns
     assert (u.name, u.expected_bytes, u.upper_bytes) == (cudnn_conv.UNKNOWN_NAME, TRANSPOSES, TRANSPOSES + UNFOLDED)
     cpu = trace_training(spec, TrainingOptions(target="cpu", **opts))
     assert cpu.unknowns == []
-    assert all(n != TRANSPOSES for n in _workspaces(cpu, "aten.convolution.default"))
+    assert not any(s.name.startswith("cuDNN") for s in cpu.log.storages)

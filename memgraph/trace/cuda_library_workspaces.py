@@ -52,21 +52,56 @@ class CudaLibraryWorkspaces:
 
 
 class CudaKernelBuffers:
-    """Recorder ``workspace_of`` part for the cuda target: (op, args, kwargs, out) -> transient bytes."""
+    """The buffers CUDA kernels allocate inside an op, in two recorder hooks.
+
+    :meth:`workspace_of` (the recorder's ``workspace_of``, called with the op's arguments right after its
+    outputs are recorded) asks the op registry and keeps the answer; :meth:`allocate` (called from the
+    ``on_op`` hook that follows for the same op) allocates each phase's named blocks, runs ``inside`` (the
+    cuBLAS workspace hook: a GEMM's first call per thread takes its workspace while the copied operands are
+    alive), and frees them.
+    """
 
     def __init__(self, gpu: GpuSpec):
         # the process's cuDNN TF32 toggle, read once per trace as the SDPA backend toggles are
         self.ctx = CudaContext(tuple(gpu.compute_capability), bool(torch.backends.cudnn.allow_tf32))
         self._unknowns: dict[str, BoundedUnknown] = {}
+        self._pending: list[dict[str, int]] = []
 
-    def __call__(self, op: str, args: tuple, kwargs: dict, out) -> list[int]:
+    def workspace_of(self, op: str, args: tuple, kwargs: dict, out) -> list[int]:
         buffers = cuda_kernel_buffers(op, self.ctx, args, kwargs, out)
         for u in buffers.unknowns:
             kept = self._unknowns.get(u.name)
             if kept is None or u.slack_bytes > kept.slack_bytes:
                 self._unknowns[u.name] = u
-        return buffers.transients
+        self._pending = buffers.phases
+        return []  # allocated by allocate(), as named blocks
+
+    def allocate(self, rec, info, inside=None) -> None:
+        phases, self._pending = self._pending, []
+        for i, phase in enumerate(phases):
+            sids = [rec.persistent(nbytes, name, info.module, info.index) for name, nbytes in phase.items()]
+            if i == 0 and inside is not None:
+                inside(rec, info)
+                inside = None
+            for sid in sids:
+                rec.log.free(sid)
+        if inside is not None:
+            inside(rec, info)
 
     def unknowns(self) -> list[BoundedUnknown]:
         """One bounded unknown per mechanism met, the call with the largest slack, by name."""
         return [self._unknowns[name] for name in sorted(self._unknowns)]
+
+
+class CudaRuntime:
+    """The cuda target's runtime allocations: library workspaces and kernel buffers (recorder hooks)."""
+
+    def __init__(self, gpu: GpuSpec):
+        self.libraries = CudaLibraryWorkspaces(gpu)
+        self.kernels = CudaKernelBuffers(gpu)
+
+    def workspace_of(self, op: str, args: tuple, kwargs: dict, out) -> list[int]:
+        return self.kernels.workspace_of(op, args, kwargs, out)
+
+    def __call__(self, rec, info) -> None:  # on_op
+        self.kernels.allocate(rec, info, inside=self.libraries)

@@ -8,9 +8,8 @@ their sources are in :mod:`memgraph.facts.cudnn_conv` (cuDNN convolution workspa
 :mod:`memgraph.facts.cublas_operands` (operands cuBLAS cannot take as laid out) and
 :mod:`memgraph.facts.attention_backward` (flash / memory-efficient attention backward buffers).
 
-A phase's bytes are summed into one transient (the blocks alive together); the caching allocator
-would round each of them separately (512 bytes; large blocks to 2 MiB segments), which this slightly
-understates in the reserved replay.
+Each buffer is its own block (the caching allocator rounds and places each one separately); the
+buffers of one phase are alive together.
 """
 
 from __future__ import annotations
@@ -37,6 +36,15 @@ def _bind(names: tuple[str, ...], args: tuple, kwargs: dict) -> dict:
     a = dict(zip(names, args))
     a.update(kwargs)
     return a
+
+
+def _phase(**buffers: int) -> dict[str, int]:
+    """The named buffers of one phase, without the empty ones (keyword names use _ for spaces)."""
+    return {name.replace("_", " "): n for name, n in buffers.items() if n}
+
+
+def _buffers(phases: list[dict[str, int]], unknowns=()) -> KernelBuffers:
+    return KernelBuffers([p for p in phases if p], list(unknowns))
 
 
 # -- convolution (cuDNN) --------------------------------------------------------------------------
@@ -87,25 +95,34 @@ def _conv_unknown(g: cudnn_conv.ConvGeometry, ctx: CudaContext) -> tuple[int, Bo
     return expected, BoundedUnknown(cudnn_conv.UNKNOWN_NAME, expected, upper, cudnn_conv.SOURCE)
 
 
-def convolution(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
-    """``aten.convolution`` on CUDA: operand copies in the conv's memory format + the forward workspace."""
-    a = _bind(_CONV, args, kwargs)
-    x, w, transposed = a["input"], a["weight"], bool(a.get("transposed", False))
-    if not isinstance(out, torch.Tensor) or out.numel() == 0 or x.dim() < 3:
-        return KernelBuffers()
-    if x.dim() == 3:  # 1-d: Convolution.cpp view4d (a view) after input.contiguous()
-        copies = _copy_bytes(x, torch.contiguous_format)
+def _conv_operands(x, w, out, transposed: bool, groups: int):
+    """(x, w, out, memory format, copy of a 1-d input) as cuDNN gets them, or None for the depthwise kernel."""
+    one_d_copy = 0
+    if x.dim() == 3:  # 1-d: Convolution.cpp input.contiguous(), then view4d (a view)
+        one_d_copy = _copy_bytes(x, torch.contiguous_format)
         x, w, out = x.unsqueeze(2), w.unsqueeze(2), out.unsqueeze(2)
         fmt = torch.contiguous_format
     else:
         fmt = _conv_memory_format(x, w)
-        copies = 0
-    if _native_depthwise(x, w, int(a.get("groups", 1)), transposed, fmt):
+    if _native_depthwise(x, w, groups, transposed, fmt):
+        return None
+    return x, w, out, fmt, one_d_copy
+
+
+def convolution(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
+    """``aten.convolution`` on CUDA: operand copies in the conv's memory format + the forward workspace."""
+    a = _bind(_CONV, args, kwargs)
+    transposed = bool(a.get("transposed", False))
+    if not isinstance(out, torch.Tensor) or out.numel() == 0 or a["input"].dim() < 3:
         return KernelBuffers()
-    copies += _copy_bytes(x, fmt) + _copy_bytes(w, fmt)
-    expected, unknown = _conv_unknown(_geometry(x, w, out, transposed, fmt), ctx)
-    total = copies + expected
-    return KernelBuffers([total] if total else [], [unknown])
+    operands = _conv_operands(a["input"], a["weight"], out, transposed, int(a.get("groups", 1)))
+    if operands is None:
+        return KernelBuffers()
+    x, w, y, fmt, one_d_copy = operands
+    expected, unknown = _conv_unknown(_geometry(x, w, y, transposed, fmt), ctx)
+    phase = _phase(conv_input_copy=one_d_copy + _copy_bytes(x, fmt), conv_weight_copy=_copy_bytes(w, fmt),
+                   cuDNN_workspace_forward=expected)
+    return _buffers([phase], [unknown])
 
 
 def convolution_backward(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
@@ -116,40 +133,36 @@ def convolution_backward(ctx: CudaContext, args: tuple, kwargs: dict, out) -> Ke
     conv's memory format first and held through both (grad_bias is a reduction, an output of the op).
     """
     a = _bind(_CONV_BWD, args, kwargs)
-    go, x, w = a["grad_output"], a["input"], a["weight"]
-    transposed = bool(a.get("transposed", False))
+    go, transposed = a["grad_output"], bool(a.get("transposed", False))
     mask = list(a.get("output_mask", (True, True, True)))
-    if x.numel() == 0 or go.numel() == 0 or x.dim() < 3:
+    if a["input"].numel() == 0 or go.numel() == 0 or a["input"].dim() < 3 or not any(mask[:2]):
         return KernelBuffers()
-    if x.dim() == 3:
-        copies = _copy_bytes(x, torch.contiguous_format)
-        x, w, go = x.unsqueeze(2), w.unsqueeze(2), go.unsqueeze(2)
-        fmt = torch.contiguous_format
-    else:
-        fmt = _conv_memory_format(x, w)
-        copies = 0
-    if _native_depthwise(x, w, int(a.get("groups", 1)), transposed, fmt):
+    operands = _conv_operands(a["input"], a["weight"], go, transposed, int(a.get("groups", 1)))
+    if operands is None:
         return KernelBuffers()
-    copies += _copy_bytes(go, fmt) + _copy_bytes(w, fmt) + (_copy_bytes(x, fmt) if mask[1] else 0)
+    x, w, go, fmt, one_d_copy = operands
     expected, unknown = _conv_unknown(_geometry(x, w, go, transposed, fmt), ctx)
-    phases = [copies + expected for direction in (0, 1) if mask[direction]]
-    return KernelBuffers([p for p in phases if p], [unknown] if any(mask[:2]) else [])
+    copies = dict(conv_grad_output_copy=_copy_bytes(go, fmt), conv_weight_copy=_copy_bytes(w, fmt),
+                  conv_input_copy=one_d_copy + (_copy_bytes(x, fmt) if mask[1] else 0))
+    phases = []
+    if mask[0]:
+        phases.append(_phase(**copies, cuDNN_workspace_backward_data=expected))
+    if mask[1]:
+        phases.append(_phase(**copies, cuDNN_workspace_backward_filter=expected))
+    return _buffers(phases, [unknown])
 
 
 # -- cuBLAS GEMMs ---------------------------------------------------------------------------------
-def _gemm_copies(operands, batched: bool) -> int:
-    needs_copy = batch_matrix_needs_copy if batched else matrix_needs_copy
-    return sum(_nbytes(t) for t in operands
-               if isinstance(t, torch.Tensor) and t.numel() and needs_copy(tuple(t.shape), t.stride()))
-
-
 def _gemm(operand_positions: tuple[int, ...], batched: bool):
+    needs_copy = batch_matrix_needs_copy if batched else matrix_needs_copy
+
     def handler(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
         operands = [args[i] for i in operand_positions if i < len(args)]
-        if not isinstance(out, torch.Tensor) or out.numel() == 0 or any(t.size(-1) == 0 for t in operands[:1]):
+        if not isinstance(out, torch.Tensor) or out.numel() == 0 or operands[0].size(-1) == 0:
             return KernelBuffers()  # Blas.cpp: empty results and k == 0 never reach cuBLAS
-        copies = _gemm_copies(operands, batched)
-        return KernelBuffers([copies] if copies else [])
+        phase = {f"cuBLAS operand copy ({name})": _nbytes(t) for name, t in zip(("a", "b"), operands)
+                 if t.numel() and needs_copy(tuple(t.shape), t.stride())}
+        return _buffers([phase])
 
     handler.__doc__ = (f"Operand copies of a {'batched ' if batched else ''}cuBLAS GEMM "
                        "(see memgraph.facts.cublas_operands).")
@@ -180,8 +193,8 @@ def flash_attention_backward(ctx: CudaContext, args: tuple, kwargs: dict, out) -
     grad_out, q, k, v, o = args[:5]
     if q.dim() != 4 or q.numel() == 0:
         return KernelBuffers()
-    total = sum(attn.flash_backward_buffers(_attention(grad_out, q, k, v, o, flash=True)).values())
-    return KernelBuffers([total])
+    buffers = attn.flash_backward_buffers(_attention(grad_out, q, k, v, o, flash=True))
+    return _buffers([{f"flash backward {name}": n for name, n in buffers.items() if n}])
 
 
 def efficient_attention_backward(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
@@ -191,11 +204,15 @@ def efficient_attention_backward(ctx: CudaContext, args: tuple, kwargs: dict, ou
         return KernelBuffers()
     a = _attention(grad_out, q, k, v, o, flash=False)
     computes = attn.kernel_computes_delta(a.itemsize, a.head_dim, ctx.compute_capability)
-    delta_phase = attn.efficient_delta_phase(a, computes)
+    delta_phase = {f"efficient backward {name}": n
+                   for name, n in attn.efficient_delta_phase(a, computes).items() if n}
+    kernel_phase = {name: n for name, n in delta_phase.items()
+                    if name in ("efficient backward grad_out.contiguous()", "efficient backward delta")}
     expected, upper = attn.efficient_workspace(a)
-    kernel_phase = a.grad_out_copy_bytes + delta_phase["delta"] + expected
+    if expected:
+        kernel_phase["efficient backward workspace"] = expected
     unknown = BoundedUnknown(attn.EFFICIENT_UNKNOWN, expected, upper, attn.EFFICIENT_SOURCE)
-    return KernelBuffers([sum(delta_phase.values()), kernel_phase], [unknown])
+    return _buffers([delta_phase, kernel_phase], [unknown])
 
 
 __all__ = ["addmm", "baddbmm", "bmm", "convolution", "convolution_backward", "efficient_attention_backward",

@@ -27,13 +27,19 @@ class CudaContext:
 class KernelBuffers:
     """Buffers a CUDA kernel allocates through the caching allocator and frees before it returns.
 
-    ``transients``: one entry per phase of the kernel, in order; each is the bytes alive together in that
-    phase, allocated after the op's outputs and freed before the next phase (e.g. a convolution's
-    backward-data then backward-filter workspaces). ``unknowns``: the mechanisms whose bytes are estimates.
+    ``phases``: the kernel's phases in order; each maps a buffer's name to its bytes, the blocks alive
+    together in that phase, allocated after the op's outputs and freed before the next phase starts
+    (e.g. a convolution's backward-data, then backward-filter workspace). Zero-byte buffers are left out.
+    ``unknowns``: the mechanisms whose bytes are estimates, each with its bound.
     """
 
-    transients: list[int] = field(default_factory=list)
+    phases: list[dict[str, int]] = field(default_factory=list)
     unknowns: list[BoundedUnknown] = field(default_factory=list)
+
+    @property
+    def transients(self) -> list[int]:
+        """Bytes alive together in each phase."""
+        return [sum(phase.values()) for phase in self.phases]
 
 
 # (context, args, kwargs, out) -> the kernel's buffers on the cuda target
