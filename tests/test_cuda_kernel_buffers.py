@@ -224,3 +224,18 @@ def test_trace_conv_unknown_on_cuda_only():
     cpu = trace_training(spec, TrainingOptions(target="cpu", **opts))
     assert cpu.unknowns == []
     assert not any(s.name.startswith("cuDNN") for s in cpu.log.storages)
+
+
+def test_conv1d_runs_as_a_2d_conv_of_height_1():
+    # x [2, 4, 10] * w [6, 4, 3] -> y [2, 6, 8]; float16 on sm80: NHWC copies of x, w and y
+    x = torch.empty(2, 4, 10, device=META, dtype=torch.float16)
+    w = torch.empty(6, 4, 3, device=META, dtype=torch.float16)
+    args = (x, w, None, [1], [0], [1], False, [0], 1)
+    y = torch.ops.aten.convolution.default(*args)
+    transposes = (2 * 4 * 10 + 6 * 4 * 3 + 2 * 6 * 8) * BF16  # 80 + 72 + 96 elements, 2 bytes: 496
+    b = cuda_kernel_buffers("aten.convolution.default", CudaContext((8, 0)), args, {}, y)
+    assert b.phases == [{"cuDNN workspace forward": transposes}]
+    assert b.unknowns[0].upper_bytes == transposes + 2 * 4 * 3 * 8 * BF16  # + unfolded input N x C*k x L_out
+    xs = torch.empty(2, 10, 4, device=META, dtype=torch.float16).transpose(1, 2)  # input.contiguous() copies it
+    strided = cuda_kernel_buffers("aten.convolution.default", CudaContext((8, 0)), (xs,) + args[1:], {}, y)
+    assert strided.phases == [{"conv input copy": 2 * 4 * 10 * BF16, "cuDNN workspace forward": transposes}]

@@ -18,7 +18,7 @@ import torch
 
 from memgraph.facts import attention_backward as attn
 from memgraph.facts import cudnn_conv
-from memgraph.facts.cublas_operands import batch_matrix_needs_copy, matrix_needs_copy
+from memgraph.facts.cublas_operands import batch_matrix_needs_copy, is_contiguous, matrix_needs_copy
 from memgraph.facts.ops.table import CudaContext, KernelBuffers
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.private_api import suggest_memory_format
@@ -65,11 +65,13 @@ def _conv_memory_format(input: torch.Tensor, weight: torch.Tensor):
     return torch.contiguous_format
 
 
-def _native_depthwise(input: torch.Tensor, weight: torch.Tensor, groups: int, transposed: bool, fmt) -> bool:
+def _native_depthwise(input: torch.Tensor, weight: torch.Tensor, groups: int, transposed: bool, fmt,
+                      dims: int) -> bool:
     """Convolution.cpp ``_select_conv_backend``: depthwise convolutions run PyTorch's own CUDA kernel
     (CudaDepthwise2d/3d, no workspace) unless ``use_cudnn_depthwise`` (channels-last, or float16 with
-    ``check_cudnn_depthwise_workload``) sends them to cuDNN; float16 is counted as cuDNN here."""
-    depthwise = (not transposed and input.dim() in (4, 5) and input.size(1) == groups and groups > 1
+    ``check_cudnn_depthwise_workload``) sends them to cuDNN; float16 is counted as cuDNN here.
+    ``dims``: the input's dimensions as the backend sees them (4 for a 1-d convolution, after view4d)."""
+    depthwise = (not transposed and dims in (4, 5) and input.size(1) == groups and groups > 1
                  and weight.size(0) % input.size(1) == 0)  # ConvParams::is_depthwise
     return depthwise and fmt == torch.contiguous_format and input.dtype != torch.float16
 
@@ -82,7 +84,9 @@ def _copy_bytes(t: torch.Tensor | None, fmt) -> int:
 
 
 def _geometry(input, weight, output, transposed: bool, fmt) -> cudnn_conv.ConvGeometry:
-    """cuDNN's x/w/y of the convolution (a transposed one runs as the backward-data of its adjoint)."""
+    """cuDNN's x/w/y of the convolution (a transposed one runs as the backward-data of its adjoint).
+
+    A 1-d convolution runs as a 2-d one with a height of 1 (view4d): the same sizes and products."""
     x, y = (output, input) if transposed else (input, output)
     return cudnn_conv.ConvGeometry(
         batch=x.size(0), in_channels=x.size(1), kernel=tuple(weight.shape[2:]), out_spatial=tuple(y.shape[2:]),
@@ -95,18 +99,21 @@ def _conv_unknown(g: cudnn_conv.ConvGeometry, ctx: CudaContext) -> tuple[int, Bo
     return expected, BoundedUnknown(cudnn_conv.UNKNOWN_NAME, expected, upper, cudnn_conv.SOURCE)
 
 
-def _conv_operands(x, w, out, transposed: bool, groups: int):
-    """(x, w, out, memory format, copy of a 1-d input) as cuDNN gets them, or None for the depthwise kernel."""
-    one_d_copy = 0
-    if x.dim() == 3:  # 1-d: Convolution.cpp input.contiguous(), then view4d (a view)
-        one_d_copy = _copy_bytes(x, torch.contiguous_format)
-        x, w, out = x.unsqueeze(2), w.unsqueeze(2), out.unsqueeze(2)
-        fmt = torch.contiguous_format
+def _conv_layout(x, w, transposed: bool, groups: int):
+    """(memory format, bytes of the 1-d input's copy) as cuDNN gets the operands, or None for PyTorch's
+    depthwise kernel. 1-d: Convolution.cpp ``input.contiguous()``, then view4d (a view), NCHW."""
+    if x.dim() == 3:
+        fmt, one_d_copy, dims = torch.contiguous_format, _copy_bytes(x, torch.contiguous_format), 4
     else:
-        fmt = _conv_memory_format(x, w)
-    if _native_depthwise(x, w, groups, transposed, fmt):
+        fmt, one_d_copy, dims = _conv_memory_format(x, w), 0, x.dim()
+    if _native_depthwise(x, w, groups, transposed, fmt, dims):
         return None
-    return x, w, out, fmt, one_d_copy
+    return fmt, one_d_copy
+
+
+def _input_copy(x, fmt, one_d_copy: int) -> int:
+    """The input's copy: the 1-d one (after which it is contiguous), else ``contiguous(fmt)``'s."""
+    return one_d_copy or _copy_bytes(x, fmt)
 
 
 def convolution(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
@@ -115,12 +122,13 @@ def convolution(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffe
     transposed = bool(a.get("transposed", False))
     if not isinstance(out, torch.Tensor) or out.numel() == 0 or a["input"].dim() < 3:
         return KernelBuffers()
-    operands = _conv_operands(a["input"], a["weight"], out, transposed, int(a.get("groups", 1)))
-    if operands is None:
+    x, w = a["input"], a["weight"]
+    layout = _conv_layout(x, w, transposed, int(a.get("groups", 1)))
+    if layout is None:
         return KernelBuffers()
-    x, w, y, fmt, one_d_copy = operands
-    expected, unknown = _conv_unknown(_geometry(x, w, y, transposed, fmt), ctx)
-    phase = _phase(conv_input_copy=one_d_copy + _copy_bytes(x, fmt), conv_weight_copy=_copy_bytes(w, fmt),
+    fmt, one_d_copy = layout
+    expected, unknown = _conv_unknown(_geometry(x, w, out, transposed, fmt), ctx)
+    phase = _phase(conv_input_copy=_input_copy(x, fmt, one_d_copy), conv_weight_copy=_copy_bytes(w, fmt),
                    cuDNN_workspace_forward=expected)
     return _buffers([phase], [unknown])
 
@@ -137,13 +145,14 @@ def convolution_backward(ctx: CudaContext, args: tuple, kwargs: dict, out) -> Ke
     mask = list(a.get("output_mask", (True, True, True)))
     if a["input"].numel() == 0 or go.numel() == 0 or a["input"].dim() < 3 or not any(mask[:2]):
         return KernelBuffers()
-    operands = _conv_operands(a["input"], a["weight"], go, transposed, int(a.get("groups", 1)))
-    if operands is None:
+    x, w = a["input"], a["weight"]
+    layout = _conv_layout(x, w, transposed, int(a.get("groups", 1)))
+    if layout is None:
         return KernelBuffers()
-    x, w, go, fmt, one_d_copy = operands
+    fmt, one_d_copy = layout
     expected, unknown = _conv_unknown(_geometry(x, w, go, transposed, fmt), ctx)
-    copies = dict(conv_grad_output_copy=_copy_bytes(go, fmt), conv_weight_copy=_copy_bytes(w, fmt),
-                  conv_input_copy=one_d_copy + (_copy_bytes(x, fmt) if mask[1] else 0))
+    copies = {"conv_grad_output_copy": _copy_bytes(go, fmt), "conv_weight_copy": _copy_bytes(w, fmt),
+              "conv_input_copy": one_d_copy or (_copy_bytes(x, fmt) if mask[1] else 0)}
     phases = []
     if mask[0]:
         phases.append(_phase(**copies, cuDNN_workspace_backward_data=expected))
@@ -177,8 +186,9 @@ baddbmm = _gemm((1, 2), batched=True)  # baddbmm(self, batch1, batch2)
 
 # -- fused attention backward ---------------------------------------------------------------------
 def _blhd_copy_bytes(t: torch.Tensor) -> int:
-    """``t.transpose(1, 2).contiguous()``: the kernels take (B, L, H, D) tensors."""
-    return 0 if t.transpose(1, 2).is_contiguous() else _nbytes(t)
+    """``t.transpose(1, 2).contiguous()``: the kernels take (B, L, H, D) tensors (read from the strides, no op)."""
+    (b, h, l, d), (sb, sh, sl, sd) = t.shape, t.stride()
+    return 0 if is_contiguous((b, l, h, d), (sb, sl, sh, sd)) else _nbytes(t)
 
 
 def _attention(grad_out, q, k, v, out, flash: bool) -> attn.AttentionBackward:
