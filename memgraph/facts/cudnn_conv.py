@@ -26,9 +26,11 @@ documented mechanism and records the rest as a bounded unknown:
 * expected (:func:`layout_transform_bytes`): NVIDIA's tensor-core convolution kernels work on NHWC
   data; an NCHW (``torch.contiguous_format``) convolution is run by transposing its operands to NHWC
   and the result back (NVIDIA Deep Learning Performance Guide, "Convolutional Layers User's Guide",
-  Tensor Layouts In Memory: NCHW vs NHWC). cuDNN allocates nothing itself during execution, so the
-  transposed copies live in the workspace: input + weight + output bytes, in every direction (each
-  direction reads two of the three tensors and writes the third). Tensor cores are used for float16
+  Tensor Layouts In Memory: NCHW vs NHWC; profiles of PyTorch float16 NCHW convolutions show cuDNN's
+  ``cudnn::ops::genericTranspose_kernel`` around them, pytorch/pytorch#54324). cuDNN allocates nothing
+  itself during execution, so the transposed copies live in the workspace: input + weight + output bytes,
+  in every direction (each direction reads two of the three tensors and writes the third). (That issue's
+  transposes also convert float16 to float32, which would double them: not modelled.) Tensor cores are used for float16
   and bfloat16 (sm70+/sm80+) and for float32 when TF32 is allowed (``torch.backends.cudnn.allow_tf32``,
   default True; ``filterEngineConfigs`` drops tensor-core engines otherwise) on sm80+. Channels-last
   convolutions need no transposes: expected 0, as for float32 without TF32 (the FMA implicit-GEMM
