@@ -15,7 +15,8 @@ Flash (``_scaled_dot_product_flash_attention_backward_cuda`` -> ``_flash_attenti
 * ``softmax_d``: float32 [B, H, round_up(Lq, 128)] (mha_bwd returns it; ``_flash_attention_backward``
   drops it).
 * ``dq_accum``: float32 [B, round_up(Lq, 128), H, head_size_rounded] with ``head_size_rounded =
-  round_up(D, D <= 128 ? 32 : 64)`` (``loop`` is always true). With deterministic algorithms it is
+  round_up(D, D <= 128 ? 32 : 64)`` (``loop`` is always true). Older flash_api.cpp versions round to 32
+  (224 -> 256); the two agree for every head dim up to 128. With deterministic algorithms it is
   [nsplits, ...] zeros, nsplits = ceil(SM count / (B*H)): not modelled (deterministic is off by default).
 * GQA (H != H_kv): ``dk_expanded``/``dv_expanded`` [B, Lk, H, D] in q's dtype, summed into dk/dv by
   ``at::sum_out`` after the kernel.
