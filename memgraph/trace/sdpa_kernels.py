@@ -40,9 +40,10 @@ backward; on CPU/meta it multiplies by a noise tensor of the input's dtype (4 by
 float32). ``torch.dropout`` (what ``F.dropout``/``nn.Dropout`` call, not in place) is therefore run
 as ``aten.native_dropout`` on the cuda target.
 
-Not modelled: the kernels' internal scratch buffers (flash backward's float32 ``dq_accum`` and, with
-GQA, the expanded dk/dv; the CPU flash kernel's per-thread buffers) -- they belong to the op
-registry's workspace entries; the efficient kernel's philox seed/offset are CPU tensors on CUDA but
+The backward kernels' internal buffers (flash's float32 ``dq_accum``/``softmax_d`` and, with GQA, the
+expanded dk/dv; the efficient kernel's ``delta`` and staging workspace) are the op registry's cuda
+entries (memgraph/facts/ops/cuda_workspace.py), recorded at the backward op. Not modelled: the CPU
+flash kernel's per-thread buffers; the efficient kernel's philox seed/offset are CPU tensors on CUDA but
 two 8-byte meta tensors here; math with dropout on the cuda target keeps meta's dropout.
 """
 

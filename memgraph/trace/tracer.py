@@ -24,7 +24,7 @@ from memgraph.trace.autocast_emulation import (
     checkpoint_context_fn,
     emulation_region,
 )
-from memgraph.trace.cuda_library_workspaces import CudaLibraryWorkspaces
+from memgraph.trace.cuda_library_workspaces import CudaRuntime
 from memgraph.trace.event_log import EventLog, Origin, Role
 from memgraph.trace.fused_optimizers import fused_on_meta
 from memgraph.trace.grad_scaler import make_scaler
@@ -71,9 +71,9 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         optimizer = make_optimizer(opts.optimizer, trainable, impl)
 
     modules = ModuleStack(model)
+    runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
     rec = Recorder(module_of=lambda: modules.current, device_type=device,
-                   workspace_of=lambda op, a, k, out: workspace_bytes(op, opts.target, a, k, out),
-                   on_op=_runtime_hook(opts))
+                   workspace_of=_workspace_of(opts.target, runtime), on_op=runtime)
     owners = _parameter_owners(model)
     _register_existing(rec, model, batch, owners)
     trainable_sids = {rec.sid_of(p) for p in trainable}
@@ -117,7 +117,17 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
                + (kv_cache.notes() if opts.loop == "plain" else [])),
+        unknowns=runtime.kernels.unknowns() if runtime is not None else [],
     )
+
+
+def _workspace_of(target: str, runtime: CudaRuntime | None):
+    """The recorder's ``workspace_of``: the op registry's per-target workspaces; on the cuda target it also
+    hands the op to the runtime model, whose ``on_op`` hook allocates the buffers CUDA kernels take inside
+    the op and the cuBLAS workspaces (trace/cuda_library_workspaces.py)."""
+    if runtime is None:
+        return lambda op, a, k, out: workspace_bytes(op, target, a, k, out)
+    return lambda op, a, k, out: workspace_bytes(op, target, a, k, out) + runtime.workspace_of(op, a, k, out)
 
 
 def _forward_emulation(opts: TrainingOptions, device: str):
@@ -163,13 +173,6 @@ def _shadow_notes(shadows: ShadowValues) -> list[str]:
         return []
     return [f"input values: {shadows.answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
             "indexing, ...) answered from the known values of the integer inputs (trace/shadow_values.py)"]
-
-
-def _runtime_hook(opts: TrainingOptions):
-    """Allocations CUDA libraries make through the caching allocator (cuda target only)."""
-    if opts.target != "cuda":
-        return None
-    return CudaLibraryWorkspaces(get_gpu(opts.gpu))
 
 
 def _parameter_owners(model: torch.nn.Module) -> dict[int, str]:

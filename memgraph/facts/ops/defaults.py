@@ -3,7 +3,9 @@
 What the tracer gets right without an entry: every output storage (its real size) and aliasing
 (a view's storage is its base's; an in-place op returns a storage already known). An entry says
 the op was reviewed, names its family, and per target gives the scratch buffers its kernel
-allocates and frees by itself (see :mod:`memgraph.facts.ops.cpu_workspace` for the ``cpu`` target).
+allocates and frees by itself (see :mod:`memgraph.facts.ops.cpu_workspace` for the ``cpu`` target and
+:mod:`memgraph.facts.ops.cuda_workspace` for the ``cuda`` target: cuDNN convolution workspaces, operand
+copies of cuBLAS GEMMs, fused attention backward buffers).
 
 The list is every op seen in traces of the zoo models and tests/configs (targets cpu and cuda;
 sgd, sgd-momentum, adam, adamw with their for-loop and foreach implementations; eager and sdpa
@@ -20,6 +22,7 @@ a 0-dim tensor of 4-12 bytes on the real CPU run that the meta trace does not se
 from __future__ import annotations
 
 from memgraph.facts.ops import cpu_workspace as cpu
+from memgraph.facts.ops import cuda_workspace as cuda
 from memgraph.facts.ops.table import register
 
 # -- views and aliases: a tensor on an existing storage, no allocation -------------------------
@@ -82,21 +85,25 @@ register(
 )
 
 # -- matmul ---------------------------------------------------------------------------------------
-register(
-    "matmul", "aten.mm", "aten.bmm", "aten.addmm", "aten.baddbmm",
-    note="GEMM into the output; CPU (MKL) packing buffers are MKL's own memory, not c10's",
-)
+_MATMUL_NOTE = ("GEMM into the output; CPU (MKL) packing buffers are MKL's own memory, not c10's; CUDA: an operand "
+                "cuBLAS cannot take as laid out (e.g. a zero stride) is copied first, see cuda_workspace")
+register("matmul", "aten.mm", note=_MATMUL_NOTE, cuda=cuda.mm)
+register("matmul", "aten.addmm", note=_MATMUL_NOTE, cuda=cuda.addmm)
+register("matmul", "aten.bmm", note=_MATMUL_NOTE, cuda=cuda.bmm)
+register("matmul", "aten.baddbmm", note=_MATMUL_NOTE, cuda=cuda.baddbmm)
 
 # -- convolution ----------------------------------------------------------------------------------
 register(
     "conv", "aten.convolution",
-    note="CPU: oneDNN (Mkldnn) or im2col+GEMM (Slow2d), as _select_conv_backend picks; see cpu_workspace",
-    workspace={"cpu": cpu.convolution},
+    note="CPU: oneDNN (Mkldnn) or im2col+GEMM (Slow2d), as _select_conv_backend picks; see cpu_workspace. "
+         "CUDA: cuDNN's forward workspace (a bounded unknown), see cuda_workspace",
+    workspace={"cpu": cpu.convolution}, cuda=cuda.convolution,
 )
 register(
     "conv", "aten.convolution_backward",
-    note="CPU: grad_input/grad_weight/grad_bias on the forward's backend; see cpu_workspace",
-    workspace={"cpu": cpu.convolution_backward},
+    note="CPU: grad_input/grad_weight/grad_bias on the forward's backend; see cpu_workspace. CUDA: cuDNN's "
+         "backward-data then backward-filter workspaces (a bounded unknown), see cuda_workspace",
+    workspace={"cpu": cpu.convolution_backward}, cuda=cuda.convolution_backward,
 )
 
 # -- normalization --------------------------------------------------------------------------------
@@ -197,13 +204,22 @@ register(
 )
 register(
     "attention",
-    "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_flash_attention_backward",
-    "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_efficient_attention_backward",
+    "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
     "aten._scaled_dot_product_flash_attention_for_cpu", "aten._scaled_dot_product_flash_attention_for_cpu_backward",
     "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_cudnn_attention_backward",
-    note="fused attention: output + float32 logsumexp saved (no B*H*S*S scores). Not modelled yet: flash "
-         "backward's float32 dq accumulator (and full-head dk/dv with GQA), the efficient kernel's workspace, "
-         "the CPU flash kernel's per-thread buffers",
+    note="fused attention: output + float32 logsumexp saved (no B*H*S*S scores). Not modelled: the CPU flash "
+         "kernel's per-thread buffers, the cuDNN attention kernels' workspace",
+)
+register(
+    "attention", "aten._scaled_dot_product_flash_attention_backward",
+    note="dq/dk/dv; CUDA: mha_bwd's float32 dq_accum and softmax_d (and full-head dk/dv with GQA), see cuda_workspace",
+    cuda=cuda.flash_attention_backward,
+)
+register(
+    "attention", "aten._scaled_dot_product_efficient_attention_backward",
+    note="dq/dk/dv (+ bias grad); CUDA: float32 delta and the kernel's staging workspace (a bounded unknown), "
+         "see cuda_workspace",
+    cuda=cuda.efficient_attention_backward,
 )
 register(
     "amp", "aten._amp_foreach_non_finite_check_and_unscale_", "aten._amp_update_scale_",

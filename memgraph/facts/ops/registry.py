@@ -16,15 +16,31 @@ from collections import Counter
 from typing import Iterable
 
 from memgraph.facts.ops import defaults  # noqa: F401  (fills REGISTRY with the reviewed ops)
-from memgraph.facts.ops.table import REGISTRY, OpFacts, WorkspaceFn, packet, register
+from memgraph.facts.ops.table import (
+    REGISTRY,
+    CudaContext,
+    CudaFn,
+    KernelBuffers,
+    OpFacts,
+    WorkspaceFn,
+    packet,
+    register,
+)
 
-__all__ = ["REGISTRY", "OpFacts", "WorkspaceFn", "facts", "packet", "register", "unknown_ops", "workspace_bytes"]
+__all__ = ["REGISTRY", "CudaContext", "CudaFn", "KernelBuffers", "OpFacts", "WorkspaceFn", "cuda_kernel_buffers",
+           "facts", "packet", "register", "unknown_ops", "workspace_bytes"]
 
 def workspace_bytes(op: str, target: str, args: tuple, kwargs: dict, out) -> list[int]:
     """Transient buffers ``op``'s kernel allocates on ``target`` (empty when none are known)."""
     entry = facts(op)
     fn = entry.workspace.get(target) if entry else None
     return fn(args, kwargs, out) if fn else []
+
+
+def cuda_kernel_buffers(op: str, ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
+    """Buffers ``op``'s CUDA kernel allocates and frees inside the op (none when none are known)."""
+    entry = facts(op)
+    return entry.cuda(ctx, args, kwargs, out) if entry and entry.cuda else KernelBuffers()
 
 
 def unknown_ops(ops: Iterable[str]) -> Counter:
