@@ -20,6 +20,7 @@ source prints ``x // 1024**2`` as "MB" records the unit ``MiB`` and says so in `
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -161,7 +162,10 @@ def parse_options(argv: tuple[str, ...]) -> TrainingOptions:
         text, flag = argv[i + 1], flag_of(f)
         if flag.choices is not None and text not in flag.choices:
             raise Pending(f"needs {token} {text}")
-        value = flag.parse(text) if flag.parse else text
+        try:
+            value = flag.parse(text) if flag.parse else text
+        except argparse.ArgumentTypeError as e:
+            raise MemgraphError(f"option {token}: {e}") from None
         if flag.repeatable:
             given[f.name] = (*given.get(f.name, ()), value)
         else:
