@@ -228,7 +228,8 @@ def render_markdown(evaluations: list[Evaluation], root: Path) -> str:
 
     from memgraph.units import human_bytes
 
-    by_status = {s: [e for e in evaluations if e.status == s] for s in ("evaluable", "pending", "out of scope", "error")}
+    by_status = {s: [e for e in evaluations if e.status == s]
+                 for s in ("evaluable", "pending", "out of scope", "error")}
     sources = {e.row.source for e in evaluations}
     lines = ["# Validation against published GPU measurements", "",
              f"Rows: {len(evaluations)} from {len(sources)} sources under `{root}`: "
