@@ -176,3 +176,10 @@ def test_stored_rows_load():
 def test_stored_rows_predict_without_failures():
     evaluations = validate_published(PUBLISHED)
     assert not [e for e in evaluations if e.status == "error"], render_markdown(evaluations, PUBLISHED)
+
+
+def test_stated_need_is_pending():
+    row = PublishedRow("f.json", "s", "https://example.org", "q", "allocated", 1e9, "1 GB", "gpu", TINY_LLAMA,
+                       tuple(TINY_OPTIONS), None, "--loss sum for a transformers model")
+    e = evaluate(row)
+    assert (e.status, e.reason, e.predicted) == ("pending", "needs --loss sum for a transformers model", None)
