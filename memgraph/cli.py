@@ -140,7 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="predict every stored measurement and write the error table (markdown)")
     v.add_argument("--groundtruth", default="reports/groundtruth", help="folder of measurement JSON files")
-    v.add_argument("--output", "-o", default="reports/validation.md", help="markdown file to write ('-' for stdout)")
+    v.add_argument("--published", nargs="?", const="reports/published", default=None, metavar="DIR",
+                   action=_PublishedAction,
+                   help="validate against published GPU measurements instead (folder of row JSON files, default "
+                        "reports/published); the report goes to reports/published.md unless --output says otherwise")
+    v.add_argument("--allow-callables", action="append", default=[], metavar="MODULE",
+                   help="predict ground-truth records whose model is MODULE:function (imports MODULE); records "
+                        "naming another module are skipped (repeatable)")
+    v.add_argument("--output", "--out", "-o", default=VALIDATION_REPORT,
+                   help="markdown file to write ('-' for stdout; default reports/validation.md)")
     v.add_argument("--debug", action="store_true")
     v.set_defaults(run=_validate)
 
@@ -197,12 +205,32 @@ def _measure(a) -> str:
     return json.dumps(record, indent=2) + "\n"
 
 
+VALIDATION_REPORT = "reports/validation.md"
+PUBLISHED_REPORT = "reports/published.md"
+
+
+class _PublishedAction(argparse.Action):
+    """``--published [DIR]``: also moves the default report to reports/published.md (an --output given
+    before or after it still wins)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        if namespace.output == VALIDATION_REPORT:
+            namespace.output = PUBLISHED_REPORT
+
+
 def _validate(a) -> str:
+    if a.published:
+        from memgraph.validation.published import render_markdown as render_published
+        from memgraph.validation.published import validate_published
+
+        root = Path(a.published)
+        return render_published(validate_published(root), root)
+
     from memgraph.validation import render_markdown, validate
 
     root = Path(a.groundtruth)
-    text = render_markdown(validate(root), root)
-    return text
+    return render_markdown(validate(root, tuple(a.allow_callables)), root)
 
 
 def _gpus(a) -> str:

@@ -69,6 +69,14 @@ def causal_lm(cfg, opts, defaults, dtype) -> Batch:
     return Batch((InputSpec("input_ids", (b, s), LONG, vocab), InputSpec("labels", (b, s), LONG, vocab)), {})
 
 
+def sequence_classification(cfg, opts, defaults, dtype) -> Batch:
+    """``*ForSequenceClassification``: token ids and one class index per sample (``labels`` [b]); with integer
+    labels and ``num_labels`` > 1 the head takes cross-entropy (transformers' ``problem_type``
+    "single_label_classification")."""
+    b, s, vocab = opts.batch_size, _seq(cfg, opts, defaults), _text(cfg).vocab_size
+    return Batch((InputSpec("input_ids", (b, s), LONG, vocab), InputSpec("labels", (b,), LONG, cfg.num_labels)), {})
+
+
 def seq2seq_lm(cfg, opts, defaults, dtype) -> Batch:
     b, s, vocab = opts.batch_size, _seq(cfg, opts, defaults), cfg.vocab_size
     t = opts.target_len or defaults.get("target_len", s)
@@ -112,6 +120,7 @@ def speech_seq2seq(cfg, opts, defaults, dtype) -> Batch:
 TASKS: dict[str, Callable] = {
     "causal-lm": causal_lm,
     "masked-lm": causal_lm,  # same tensors: input_ids and labels of the same length
+    "sequence-classification": sequence_classification,
     "seq2seq-lm": seq2seq_lm,
     "image-classification": image_classification,
     "contrastive": contrastive,
@@ -122,7 +131,7 @@ TASKS: dict[str, Callable] = {
 # Transformers class-name endings -> task, for config.json files without a zoo entry.
 _CLASS_SUFFIXES = (
     ("ForCausalLM", "causal-lm"), ("LMHeadModel", "causal-lm"), ("ForMaskedLM", "masked-lm"),
-    ("ForImageClassification", "image-classification"),
+    ("ForImageClassification", "image-classification"), ("ForSequenceClassification", "sequence-classification"),
 )
 _CLASS_TASKS = {
     "T5ForConditionalGeneration": "seq2seq-lm", "BartForConditionalGeneration": "seq2seq-lm",

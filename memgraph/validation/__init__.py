@@ -5,6 +5,11 @@ predicted again with the options it records, and the steady-state peaks are comp
 configuration predicted, measured and error for allocated, reserved and device total (where
 both sides have the number), then the mean absolute percentage error (MAPE), the worst error
 and the share of under-predictions per metric.
+
+``validate`` never runs code the user did not name (issue 16): a record whose model is a
+``module:function`` callable would import that module, so it is skipped ("skipped: callable model;
+rerun with --allow-callables MODULE") unless its module is among ``allow_callables``, the modules named
+on the command line. Published GPU measurements are validated by :mod:`memgraph.validation.published`.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class Row:
     predicted: dict[str, int | None] = field(default_factory=dict)
     measured: dict[str, int | None] = field(default_factory=dict)
     error: str | None = None  # prediction failed
+    skipped: str | None = None  # not predicted, and why (a callable model not allowed)
 
     def error_pct(self, metric: str) -> float | None:
         p, m = self.predicted.get(metric), self.measured.get(metric)
@@ -91,11 +97,16 @@ def _summary(o: dict) -> str:
     return ", ".join(parts)
 
 
-def validate(root: Path) -> list[Row]:
+def validate(root: Path, allow_callables: tuple[str, ...] = ()) -> list[Row]:
+    """Predict every record under ``root``; a callable model runs only if ``allow_callables`` names its module."""
     rows = []
     for path, record in load_records(root):
         row = Row(str(path.relative_to(root)), record["model"], record["device"], _summary(record["options"]),
                   measured=measured_peaks(record))
+        row.skipped = skip_reason(record["model"], tuple(allow_callables))
+        if row.skipped:
+            rows.append(row)
+            continue
         try:
             row.predicted = predict_record(record)
         except MemgraphError as e:
@@ -104,8 +115,26 @@ def validate(root: Path) -> list[Row]:
     return rows
 
 
+def callable_module(model: str) -> str | None:
+    """The module a ``module:function`` (or ``path/file.py:function``) model would import; None otherwise.
+
+    The same test as memgraph.model_spec.sources.resolve: an existing path is a config, never a callable."""
+    if ":" not in model or model.endswith(".json") or Path(model).exists():
+        return None
+    return model.partition(":")[0]
+
+
+def skip_reason(model: str, allow_callables: tuple[str, ...] = ()) -> str | None:
+    """Why a record naming ``model`` is not predicted: a callable whose module the user did not name."""
+    module = callable_module(model)
+    if module is None or module in allow_callables:
+        return None
+    return f"skipped: callable model; rerun with --allow-callables {module}"
+
+
 def summarize(rows: list[Row], metric: str) -> MetricSummary | None:
-    errors = [e for e in (r.error_pct(metric) for r in rows if r.error is None) if e is not None]
+    errors = [e for e in (r.error_pct(metric) for r in rows if r.error is None and r.skipped is None)
+              if e is not None]
     if not errors:
         return None
     worst = max(errors, key=abs)
@@ -134,11 +163,11 @@ def render_markdown(rows: list[Row], root: Path) -> str:
             p, m, e = r.predicted.get(metric), r.measured.get(metric), r.error_pct(metric)
             cells.append("-" if m is None else f"{human_bytes(p) if p is not None else '?'} / {human_bytes(m)}"
                          + (f" ({e:+.2f}%)" if e is not None else ""))
-        if r.error:
-            cells.append(r.error)
+        if r.error or r.skipped:
+            cells.append(r.error or r.skipped)
         detail.append(cells)
     headers = ["config", "device", "setup", "allocated pred / meas", "reserved pred / meas", "device total pred / meas"]
-    if any(r.error for r in rows):
+    if any(r.error or r.skipped for r in rows):
         headers.append("error")
     lines += [tabulate(detail, headers, tablefmt="github"), ""]
     return "\n".join(lines)

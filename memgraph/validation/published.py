@@ -1,0 +1,271 @@
+"""Published GPU memory measurements as a regression set (``memgraph validate --published``).
+
+Each ``*.json`` file under the folder (default ``reports/published/``) is one published measurement:
+where it comes from (URL and the verbatim quote the number is read from), which counter it reports
+(``allocated`` = ``torch.cuda.max_memory_allocated``, ``reserved`` = ``torch.cuda.max_memory_reserved``,
+``device_total`` = the process's or device's used memory as nvidia-smi / NVML show it), the number and
+its unit exactly as published, the GPU and versions, and the configuration written as memgraph
+command-line options. A row is
+
+- **evaluable**: its options parse; it is predicted for the counter it reports and compared;
+- **pending**: it needs an option this memgraph does not have yet ("needs --lora-rank"), or a value
+  of an option it does not accept yet ("needs --precision fp16"); it is evaluated once that lands;
+- **out of scope**: the measured run did something memgraph does not model (its ``out_of_scope``
+  field says what), so no prediction is compared.
+
+A row may also carry ``needs``: what it needs that its options parse but this memgraph does not do yet
+(``--loss sum`` is taken for ``module:function`` models only, and a benchmark ran ``logits.sum()`` on a
+transformers model); it is pending with that reason until the field is removed.
+
+No factor is fitted to any row and no published number is edited: the bytes compared are the published
+value times its unit (``MB`` = 10**6 bytes, ``MiB`` = 2**20, ``GB`` = 10**9, ``GiB`` = 2**30; a row whose
+source prints ``x // 1024**2`` as "MB" records the unit ``MiB`` and says so in ``unit_reason``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from memgraph.errors import MemgraphError
+from memgraph.model_spec.options import TrainingOptions, flag_of
+
+KIND = "memgraph.published"
+COUNTERS = ("allocated", "reserved", "device_total")
+COUNTER_NAMES = {"allocated": "torch.cuda.max_memory_allocated", "reserved": "torch.cuda.max_memory_reserved",
+                 "device_total": "nvidia-smi / NVML used memory"}
+UNITS = {"B": 1, "MB": 10**6, "MiB": 2**20, "GB": 10**9, "GiB": 2**30}
+UNDER_THRESHOLD = -3.0  # percent: a row predicted more than 3% below its measurement counts as under-predicted
+# Fields every row must have (dotted: nested objects).
+REQUIRED = ("kind", "source.name", "source.url", "source.quote", "counter", "counter_reason", "measured.value",
+            "measured.unit", "gpu", "model", "options")
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One published measurement, as read from its file."""
+
+    file: str  # path relative to the folder
+    source: str  # short name of the source
+    url: str
+    quote: str
+    counter: str
+    measured_bytes: float  # published value times its unit, unrounded
+    measured_text: str  # "14949 MiB", as published
+    gpu: str
+    model: str
+    options: tuple[str, ...]  # memgraph command-line options
+    out_of_scope: str | None  # why no prediction is compared
+    needs: str | None = None  # what this memgraph lacks although the options parse
+
+
+@dataclass
+class Evaluation:
+    row: PublishedRow
+    status: str  # "evaluable", "pending", "out of scope", "error"
+    reason: str | None = None  # pending / out of scope / error: why
+    predicted: int | None = None
+
+    @property
+    def error_pct(self) -> float | None:
+        if self.predicted is None:
+            return None
+        return 100.0 * (self.predicted - self.row.measured_bytes) / self.row.measured_bytes
+
+
+@dataclass(frozen=True)
+class CounterSummary:
+    count: int
+    mae: float  # mean absolute error, percent
+    under_share: float  # share of rows predicted more than 3% below the measurement
+    worst: float  # signed error of the row with the largest absolute error
+
+
+# -- loading -----------------------------------------------------------------------------------------
+
+def _field(data: dict, dotted: str):
+    value = data
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+_MISSING = object()
+
+
+def load_row(path: Path, root: Path) -> PublishedRow:
+    """One row; a file that is not valid JSON or lacks a field raises a one-line MemgraphError naming both."""
+    name = str(path.relative_to(root))
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise MemgraphError(f"{name}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise MemgraphError(f"{name}: not a JSON object")
+    for key in REQUIRED:
+        if _field(data, key) is _MISSING:
+            raise MemgraphError(f"{name}: missing field '{key}'")
+    if data["kind"] != KIND:
+        raise MemgraphError(f"{name}: field 'kind' is {data['kind']!r}, not {KIND!r}")
+    if data["counter"] not in COUNTERS:
+        raise MemgraphError(f"{name}: field 'counter' is {data['counter']!r}; use one of {', '.join(COUNTERS)}")
+    value, unit = data["measured"]["value"], data["measured"]["unit"]
+    if unit not in UNITS:
+        raise MemgraphError(f"{name}: field 'measured.unit' is {unit!r}; use one of {', '.join(UNITS)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise MemgraphError(f"{name}: field 'measured.value' is {value!r}, not a positive number")
+    options = data["options"]
+    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+        raise MemgraphError(f"{name}: field 'options' must be a list of strings (command-line options)")
+    return PublishedRow(name, data["source"]["name"], data["source"]["url"], data["source"]["quote"],
+                        data["counter"], value * UNITS[unit], f"{value} {unit}", data["gpu"], data["model"],
+                        tuple(options), data.get("out_of_scope"), data.get("needs"))
+
+
+def load_rows(root: Path) -> list[PublishedRow]:
+    if not root.is_dir():
+        raise MemgraphError(f"published folder {str(root)!r} does not exist: pass --published DIR")
+    return [load_row(p, root) for p in sorted(root.rglob("*.json"))]
+
+
+# -- options: the row's command-line options -> TrainingOptions, or what this memgraph still lacks -----
+
+class Pending(Exception):
+    """The options need something this memgraph does not have yet; the message says what."""
+
+
+def parse_options(argv: tuple[str, ...]) -> TrainingOptions:
+    """``analyze``'s options from the TrainingOptions fields (as memgraph/cli.py builds them).
+
+    An unknown flag raises :class:`Pending` ("needs --lora-rank"), and so does a value outside a flag's
+    choices ("needs --precision fp16"). A default taken from the environment on the command line
+    (``--allocator-conf``: $PYTORCH_CUDA_ALLOC_CONF) is the field default here, so a row means the same
+    on every machine."""
+    by_flag = {}
+    for f in fields(TrainingOptions):
+        flag = flag_of(f)
+        for name in (flag.name, flag.short):
+            if name:
+                by_flag[name] = f
+    given: dict[str, object] = {}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        f = by_flag.get(token)
+        if f is None:
+            raise Pending(f"needs {token}")
+        if isinstance(f.default, bool):
+            given[f.name] = True
+            i += 1
+            continue
+        if i + 1 >= len(argv):
+            raise MemgraphError(f"option {token} has no value")
+        text, flag = argv[i + 1], flag_of(f)
+        if flag.choices is not None and text not in flag.choices:
+            raise Pending(f"needs {token} {text}")
+        try:
+            value = flag.parse(text) if flag.parse else text
+        except argparse.ArgumentTypeError as e:
+            raise MemgraphError(f"option {token}: {e}") from None
+        if flag.repeatable:
+            given[f.name] = (*given.get(f.name, ()), value)
+        else:
+            given[f.name] = value
+        i += 2
+    return TrainingOptions(**given)
+
+
+# -- predicting ----------------------------------------------------------------------------------------
+
+def predict(model: str, options: TrainingOptions, counter: str) -> int:
+    """memgraph's steady-state prediction of ``counter``: what ``memgraph analyze`` reports for it."""
+    from memgraph.api import analyze
+
+    result = analyze(model, options)
+    if counter == "allocated":
+        return result.steady_state_peak.bytes
+    device = result.device or {}
+    key = {"reserved": "steady_state_reserved", "device_total": "steady_state_device_total"}[counter]
+    if device.get(key) is None:
+        raise MemgraphError(f"no {counter} prediction for {model}: the cuda target is needed")
+    return device[key]
+
+
+def evaluate(row: PublishedRow) -> Evaluation:
+    if row.out_of_scope:
+        return Evaluation(row, "out of scope", row.out_of_scope)
+    if row.needs:
+        return Evaluation(row, "pending", f"needs {row.needs}")
+    try:
+        options = parse_options(row.options)
+    except Pending as e:
+        return Evaluation(row, "pending", str(e))
+    except MemgraphError as e:
+        return Evaluation(row, "error", f"{row.file}: {e}")
+    try:
+        return Evaluation(row, "evaluable", predicted=predict(row.model, options, row.counter))
+    except MemgraphError as e:
+        return Evaluation(row, "error", str(e))
+
+
+def validate_published(root: Path) -> list[Evaluation]:
+    return [evaluate(row) for row in load_rows(root)]
+
+
+# -- statistics -------------------------------------------------------------------------------------------
+
+def summarize(evaluations: list[Evaluation], counter: str | None = None) -> CounterSummary | None:
+    """MAE and share under-predicted by more than 3% over the predicted rows (of one counter, or all)."""
+    errors = [e.error_pct for e in evaluations
+              if e.error_pct is not None and (counter is None or e.row.counter == counter)]
+    if not errors:
+        return None
+    return CounterSummary(len(errors), sum(map(abs, errors)) / len(errors),
+                          sum(err < UNDER_THRESHOLD for err in errors) / len(errors), max(errors, key=abs))
+
+
+# -- report -------------------------------------------------------------------------------------------------
+
+def render_markdown(evaluations: list[Evaluation], root: Path) -> str:
+    from tabulate import tabulate
+
+    from memgraph.units import human_bytes
+
+    by_status = {s: [e for e in evaluations if e.status == s]
+                 for s in ("evaluable", "pending", "out of scope", "error")}
+    sources = {e.row.source for e in evaluations}
+    lines = ["# Validation against published GPU measurements", "",
+             f"Rows: {len(evaluations)} from {len(sources)} sources under `{root}`: "
+             f"{len(by_status['evaluable'])} predicted, {len(by_status['pending'])} pending (need an option "
+             f"this memgraph lacks), {len(by_status['out of scope'])} out of scope, {len(by_status['error'])} "
+             "failed. Each row is predicted for the counter it reports (steady state, iteration 2 on); "
+             "error = (predicted - measured) / measured. Nothing is fitted to these rows.", ""]
+    table = []
+    for counter in (*COUNTERS, None):
+        s = summarize(evaluations, counter)
+        if s:
+            table.append([COUNTER_NAMES.get(counter, "all counters"), s.count, f"{s.mae:.1f}%",
+                          f"{100 * s.under_share:.0f}%", f"{s.worst:+.1f}%"])
+    lines += [tabulate(table, ["counter", "rows", "mean absolute error", "under-predicted by > 3%", "worst"],
+                       tablefmt="github"), ""]
+    if by_status["evaluable"]:
+        rows = [[f"[{e.row.source}]({e.row.url})", e.row.model, " ".join(e.row.options), e.row.gpu, e.row.counter,
+                 f"{e.row.measured_text} ({human_bytes(int(e.row.measured_bytes))})", human_bytes(e.predicted),
+                 f"{e.error_pct:+.1f}%"] for e in by_status["evaluable"]]
+        lines += ["## Predicted rows", "", tabulate(rows, ["source", "model", "options", "GPU", "counter", "measured",
+                                                          "predicted", "error"], tablefmt="github"), ""]
+    for status, title in (("pending", "Pending rows"), ("out of scope", "Out of scope"), ("error", "Failed")):
+        if by_status[status]:
+            rows = [[e.row.file, f"[{e.row.source}]({e.row.url})", e.row.model, " ".join(e.row.options),
+                     e.row.measured_text, _cell(e.reason)] for e in by_status[status]]
+            lines += [f"## {title}", "", tabulate(rows, ["file", "source", "model", "options", "measured", "reason"],
+                                                  tablefmt="github"), ""]
+    return "\n".join(lines)
+
+
+def _cell(text: str | None) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,185 @@
+"""``memgraph validate --published``: the row loader, the pending / out-of-scope rules, predictions equal to
+``memgraph analyze`` with the same options, and the error statistics computed by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memgraph.cli import build_parser, main
+from memgraph.errors import MemgraphError
+from memgraph.validation.published import (
+    Evaluation, PublishedRow, evaluate, load_row, load_rows, parse_options, render_markdown, summarize,
+    validate_published,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+PUBLISHED = REPO / "reports" / "published"
+TINY_LLAMA = str(REPO / "tests" / "configs" / "tiny-llama.json")
+TINY_OPTIONS = ["--batch-size", "2", "--seq-len", "16", "--optimizer", "adamw"]
+
+
+def _row_data(**overrides) -> dict:
+    data = {
+        "kind": "memgraph.published",
+        "source": {"name": "a test", "url": "https://example.org/x", "quote": "peak 1.5 GB"},
+        "counter": "allocated", "counter_reason": "the script prints max_memory_allocated",
+        "measured": {"value": 1.5, "unit": "GB"}, "gpu": "NVIDIA H100", "model": TINY_LLAMA,
+        "options": TINY_OPTIONS,
+    }
+    data.update(overrides)
+    return data
+
+
+def _write(folder: Path, name: str, data: dict) -> Path:
+    path = folder / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+# -- the loader ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field", ["source.url", "counter", "measured.value", "options", "gpu"])
+def test_loader_names_file_and_missing_field(tmp_path, field):
+    data = _row_data()
+    outer, _, inner = field.partition(".")
+    if inner:
+        del data[outer][inner]
+    else:
+        del data[outer]
+    path = _write(tmp_path, "row.json", data)
+    with pytest.raises(MemgraphError) as e:
+        load_row(path, tmp_path)
+    assert str(e.value) == f"row.json: missing field '{field}'"
+    assert "\n" not in str(e.value)
+
+
+def test_loader_keeps_the_published_number_and_unit(tmp_path):
+    row = load_row(_write(tmp_path, "r.json", _row_data(measured={"value": 14949, "unit": "MiB"})), tmp_path)
+    assert row.measured_bytes == 14949 * 2**20  # the published integer times its unit, nothing rounded
+    assert row.measured_text == "14949 MiB"
+    row = load_row(_write(tmp_path, "r.json", _row_data(measured={"value": 1474.611, "unit": "MB"})), tmp_path)
+    assert row.measured_bytes == pytest.approx(1474.611e6)
+
+
+def test_loader_rejects_unknown_counter_and_unit(tmp_path):
+    with pytest.raises(MemgraphError, match="r.json: field 'counter' is 'peak'"):
+        load_row(_write(tmp_path, "r.json", _row_data(counter="peak")), tmp_path)
+    with pytest.raises(MemgraphError, match="r.json: field 'measured.unit' is 'Gb'"):
+        load_row(_write(tmp_path, "r.json", _row_data(measured={"value": 1, "unit": "Gb"})), tmp_path)
+
+
+# -- options: pending and out of scope -------------------------------------------------------------------
+
+def test_parse_options_builds_training_options():
+    o = parse_options(("-b", "4", "--seq-len", "512", "--precision", "fp16-mixed", "--gradient-checkpointing",
+                       "--freeze", "a.*", "--freeze", "b.*", "--gpu", "v100-16gb"))
+    assert (o.batch_size, o.seq_len, o.precision, o.gradient_checkpointing) == (4, 512, "fp16-mixed", True)
+    assert o.freeze == ("a.*", "b.*") and o.gpu == "v100-16gb"
+
+
+def _row(options, out_of_scope=None, counter="allocated", measured=1e9) -> PublishedRow:
+    return PublishedRow("f.json", "s", "https://example.org", "q", counter, measured, "1 GB", "gpu", TINY_LLAMA,
+                        tuple(options), out_of_scope)
+
+
+def test_unknown_flag_is_pending():
+    e = evaluate(_row([*TINY_OPTIONS, "--lora-rank", "8"]))
+    assert (e.status, e.reason, e.predicted) == ("pending", "needs --lora-rank", None)
+
+
+def test_value_outside_the_choices_is_pending():
+    e = evaluate(_row([*TINY_OPTIONS, "--precision", "fp64"]))
+    assert (e.status, e.reason) == ("pending", "needs --precision fp64")
+
+
+def test_out_of_scope_is_not_predicted():
+    e = evaluate(_row([*TINY_OPTIONS, "--lora-rank", "8"], out_of_scope="torch.compile"))
+    assert (e.status, e.reason, e.predicted) == ("out of scope", "torch.compile", None)
+
+
+def test_bad_value_is_an_error_naming_the_file():
+    e = evaluate(_row(["--batch-size", "zero"]))
+    assert e.status == "error" and e.reason.startswith("f.json: ")
+
+
+# -- a prediction is what `memgraph analyze` reports for the same options --------------------------------
+
+def test_prediction_equals_analyze(tmp_path, capsys):
+    """The same options through the command line's analyze (JSON report) give the same three counters."""
+    assert main(["analyze", TINY_LLAMA, *TINY_OPTIONS, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    expected = {"allocated": report["steady_state_peak"]["bytes"],
+                "reserved": report["device"]["steady_state_reserved"],
+                "device_total": report["device"]["steady_state_device_total"]}
+    for counter, value in expected.items():
+        assert evaluate(_row(TINY_OPTIONS, counter=counter)).predicted == value
+
+
+# -- statistics by hand ------------------------------------------------------------------------------------
+
+def _evaluated(counter, measured, predicted) -> Evaluation:
+    return Evaluation(_row([], counter=counter, measured=measured), "evaluable", predicted=predicted)
+
+
+def test_error_statistics_by_hand():
+    rows = [_evaluated("allocated", 100, 110),   # +10%
+            _evaluated("allocated", 100, 95),    # -5%: under-predicted by more than 3%
+            _evaluated("reserved", 200, 196),    # -2%: under, but within 3%
+            Evaluation(_row(["--lora-rank", "8"]), "pending", "needs --lora-rank")]  # not counted
+    overall = summarize(rows)
+    assert overall.count == 3
+    assert overall.mae == pytest.approx((10 + 5 + 2) / 3)
+    assert overall.under_share == pytest.approx(1 / 3)
+    assert overall.worst == pytest.approx(10.0)
+    allocated = summarize(rows, "allocated")
+    assert (allocated.count, allocated.mae, allocated.under_share) == (2, pytest.approx(7.5), pytest.approx(0.5))
+    assert summarize(rows, "reserved").under_share == 0
+    assert summarize(rows, "device_total") is None
+    text = render_markdown(rows, Path("x"))
+    assert "| all counters" in text and "5.7%" in text and "needs --lora-rank" in text
+
+
+# -- the command line ----------------------------------------------------------------------------------------
+
+def test_published_flag_moves_the_default_report():
+    p = build_parser()
+    assert p.parse_args(["validate"]).output == "reports/validation.md"
+    a = p.parse_args(["validate", "--published"])
+    assert (a.published, a.output) == ("reports/published", "reports/published.md")
+    assert p.parse_args(["validate", "--out", "x.md", "--published", "d"]).output == "x.md"
+    assert p.parse_args(["validate", "--published", "d", "-o", "y.md"]).output == "y.md"
+
+
+def test_validate_published_writes_the_report(tmp_path):
+    _write(tmp_path, "a.json", _row_data())
+    _write(tmp_path, "b.json", _row_data(options=[*TINY_OPTIONS, "--lora-rank", "8"]))
+    out = tmp_path / "published.md"
+    assert main(["validate", "--published", str(tmp_path), "--output", str(out)]) == 0
+    text = out.read_text()
+    assert "Rows: 2 from 1 sources" in text and "1 predicted, 1 pending" in text and "needs --lora-rank" in text
+
+
+# -- the stored rows -------------------------------------------------------------------------------------------
+
+def test_stored_rows_load():
+    """Every stored row has its fields; at least 40 rows from at least 6 sources."""
+    rows = load_rows(PUBLISHED)
+    assert len(rows) >= 40 and len({r.source for r in rows}) >= 6
+    for r in rows:
+        assert r.quote and r.url.startswith("https://")
+
+
+@pytest.mark.slow  # predicts every evaluable stored row (7B-class models take seconds each)
+def test_stored_rows_predict_without_failures():
+    evaluations = validate_published(PUBLISHED)
+    assert not [e for e in evaluations if e.status == "error"], render_markdown(evaluations, PUBLISHED)
+
+
+def test_stated_need_is_pending():
+    row = PublishedRow("f.json", "s", "https://example.org", "q", "allocated", 1e9, "1 GB", "gpu", TINY_LLAMA,
+                       tuple(TINY_OPTIONS), None, "--loss sum for a transformers model")
+    e = evaluate(row)
+    assert (e.status, e.reason, e.predicted) == ("pending", "needs --loss sum for a transformers model", None)
