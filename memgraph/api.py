@@ -16,6 +16,7 @@ from memgraph.facts.cuda_allocator import AllocatorOptions
 from memgraph.facts.gpus import get_gpu
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
+from memgraph.trace import progress
 from memgraph.trace.tracer import Trace, trace_training
 
 
@@ -31,10 +32,13 @@ def analyze(model: str, options: TrainingOptions | None = None, **kwargs) -> Res
 def analyze_traced(model: str, opts: TrainingOptions) -> tuple[Result, Trace]:
     """:func:`analyze`, also returning the trace (its event log, categorised) for exports such as
     :func:`predicted_snapshot`."""
+    progress.stage("resolving the model")
     spec = resolve(model)
     trace = trace_training(spec, opts)
+    progress.stage("analysing the event log")
     result = summarize(trace, spec.name, opts.to_dict(), opts.target)
     if opts.target == "cuda":
+        progress.stage("replaying the caching allocator")
         result.device = asdict(device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf))
     return result, trace
 

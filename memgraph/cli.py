@@ -10,10 +10,15 @@ from dataclasses import Field, fields
 from pathlib import Path
 
 from memgraph.errors import MemgraphError
-from memgraph.model_spec.options import TrainingOptions, flag_of, positive_int
+from memgraph.model_spec.options import TrainingOptions, flag_of, positive_int, positive_seconds
 from memgraph.output import check_output_path, is_file_target, write_output
 from memgraph.render.formats import EXTENSION_FORMATS, FORMATS
 from memgraph.version import __version__
+from memgraph.watch import progress_line, time_budget
+
+# --timeout's default: generous (a 405B-shaped config traces in about 20 s; CPU measurements of
+# big models take minutes), but finite, so a runaway input ends with a message instead of hanging.
+DEFAULT_TIMEOUT = 1800.0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -126,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--format", "-f", choices=FORMATS, default=None,
                    help="table (default), md, json, html, or snapshot (a PyTorch memory snapshot pickle for "
                         "https://pytorch.org/memory_viz; needs --output)")
+    a.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"stop the analysis after SECONDS and say where it was (default {DEFAULT_TIMEOUT:g}; "
+                        "llama-3.1-405b takes about 20)")
     a.add_argument("--depth", type=positive_int, default=3,
                    help="module path depth of the per-module table (default 3)")
     a.set_defaults(run=_analyze)
@@ -191,7 +199,8 @@ def _analyze(a) -> dict[str | None, str | bytes]:
     opts = training_options(a)
     if any(fmt == "snapshot" for _, fmt in a.targets) and opts.target != "cuda":
         raise MemgraphError(f"--format snapshot describes the CUDA caching allocator: not with --target {opts.target}")
-    result, trace = analyze_traced(a.model, opts)
+    with time_budget(a.timeout), progress_line():
+        result, trace = analyze_traced(a.model, opts)
     return {path: (pickle.dumps(predicted_snapshot(trace, opts)) if fmt == "snapshot" else render(result, fmt, a.depth))
             for path, fmt in a.targets}
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from memgraph.errors import TraceError
+from memgraph.errors import MemgraphError, TraceError
 from memgraph.private_api import TorchDispatchMode
 from memgraph.trace.event_log import ALLOC, FREE, EventLog, OpRecord, Origin, Role
 
@@ -132,6 +132,8 @@ class Recorder(TorchDispatchMode):
         module = self._module()
         try:
             out = func(*args, **kwargs)
+        except MemgraphError:  # already says what went wrong (a nested op's TraceError, --timeout)
+            raise
         except Exception as e:  # re-raised with the op and module attached
             where = module or "the model's top level"
             raise TraceError(

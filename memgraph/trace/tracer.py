@@ -25,6 +25,7 @@ from memgraph.trace.autocast_emulation import (
     emulation_region,
 )
 from memgraph.trace.cuda_library_workspaces import CudaRuntime
+from memgraph.trace import progress
 from memgraph.trace.event_log import EventLog, Origin, Role
 from memgraph.trace.fused_optimizers import fused_on_meta
 from memgraph.trace.grad_scaler import make_scaler
@@ -57,6 +58,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything."""
     start = time.perf_counter()
     device = "meta"
+    progress.stage("building the model")
     model = build_model(spec, opts, device, checkpoint_context_fn)
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     batch = batch_spec.make(device)
@@ -74,6 +76,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
     rec = Recorder(module_of=lambda: modules.current, device_type=device,
                    workspace_of=_workspace_of(opts.target, runtime), on_op=runtime)
+    progress.watch(rec.log)
+    progress.stage("tracing")
     owners = _parameter_owners(model)
     _register_existing(rec, model, batch, owners)
     trainable_sids = {rec.sid_of(p) for p in trainable}
@@ -108,6 +112,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
                     rec.mark_role(t, Role.OPTIMIZER_STATE)
             bounds.append((first, len(rec.log.events)))
     rec.close()
+    progress.watch(None)
     params = list(model.parameters())
     return Trace(
         log=rec.log, iteration_bounds=bounds,
