@@ -19,6 +19,9 @@ from memgraph.watch import progress_line, time_budget
 # --timeout's default: generous (a 405B-shaped config traces in about 20 s; CPU measurements of
 # big models take minutes), but finite, so a runaway input ends with a message instead of hanging.
 DEFAULT_TIMEOUT = 1800.0
+# memgraph fit's exit status when the user's own settings do not fit with the margin (0: they do;
+# 2: bad input; 1: internal error), so a scheduler can branch on it.
+FIT_EXIT_DOES_NOT_FIT = 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,7 +43,7 @@ def _training_args(p: argparse.ArgumentParser, command: str) -> None:
     g = p.add_argument_group("training step")
     for f in fields(TrainingOptions):
         flag = flag_of(f)
-        if flag.analyze_only and command != "analyze":
+        if flag.analyze_only and command not in ("analyze", "fit"):
             continue
         names = (flag.name, flag.short) if flag.short else (flag.name,)
         g.add_argument(*names, dest=f.name, help=_help(f), **_argparse_kwargs(f))
@@ -138,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="module path depth of the per-module table (default 3)")
     a.set_defaults(run=_analyze)
 
+    f = sub.add_parser("fit", help="does the step fit, the largest batch that does, and what to change if not")
+    _training_args(f, "fit")
+    f.add_argument("--solve", choices=("batch-size", "seq-len"), default="batch-size",
+                   help="what to maximise (default batch-size)")
+    f.add_argument("--format", "-f", choices=("table", "json"), default="table")
+    f.set_defaults(run=_fit)
+
     m = sub.add_parser("measure", help="run the same step for real and record the allocator's peaks (JSON)")
     _training_args(m, "measure")
     m.add_argument("--device", choices=("cpu", "cuda"), required=True)
@@ -203,6 +213,22 @@ def _analyze(a) -> dict[str | None, str | bytes]:
         result, trace = analyze_traced(a.model, opts)
     return {path: (pickle.dumps(predicted_snapshot(trace, opts)) if fmt == "snapshot" else render(result, fmt, a.depth))
             for path, fmt in a.targets}
+
+
+def _fit(a) -> str:
+    from memgraph.fit import fit, render_fit
+
+    with progress_line() as _:
+        report = fit(a.model, training_options(a), a.solve, progress=_fit_progress)
+    if not report.yours.fits_with_margin:
+        a.exit_code = FIT_EXIT_DOES_NOT_FIT
+    return render_fit(report, a.format)
+
+
+def _fit_progress(text: str) -> None:
+    from memgraph.trace import progress
+
+    progress.stage(f"fit: {text}")
 
 
 def _measure(a) -> str:
@@ -299,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             write_output(content, path)
             if is_file_target(path):
                 print(f"memgraph: wrote {path} ({len(content):,} bytes)", file=sys.stderr)
+        return getattr(args, "exit_code", 0)
     except MemgraphError as e:
         if args.debug:
             raise
