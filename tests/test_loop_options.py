@@ -208,11 +208,28 @@ def test_header_line_in_every_format():
 
 
 def test_old_records_mean_old_defaults():
-    """A ground-truth record without loop / attention fields ran the defaults of its time: plain, eager."""
-    from memgraph.validation import LEGACY_OPTIONS
+    """A ground-truth record without a loop field ran the plain loop (the default of its time): predicted
+    so, it reproduces its measurement to the byte; read with today's default (trainer) it would not."""
+    import json
+    from pathlib import Path
+
+    from memgraph.validation import LEGACY_OPTIONS, measured_peaks, predict_record
 
     assert LEGACY_OPTIONS == {"attn_implementation": "eager", "loop": "plain", "zero_grad": "set-to-none",
                               "loss": "auto"}
+    record = json.loads(Path("reports/groundtruth/cpu/tiny-llama__s32_b1_sgd.json").read_text())
+    assert "loop" not in record["options"] and "zero_grad" not in record["options"]
+    measured = measured_peaks(record)["allocated"]
+    assert predict_record(record)["allocated"] == measured
+    today = analyze(record["model"], target="cpu", seq_len=32, optimizer="sgd", attn_implementation="eager")
+    assert today.steady_state_peak.bytes != measured
+
+
+@pytest.mark.slow
+def test_measurement_records_store_the_resolved_options():
+    m = measure(MLP, device="cpu", inputs=(X,), optimizer="sgd", zero_grad="zero")
+    assert (m["options"]["loop"], m["options"]["zero_grad"], m["optimizer_impl"]) == ("plain", "zero", "for-loop")
+    assert m["assumptions"][1] == "loop plain (a module:function model's own loop)"
 
 
 # -- the same step for real: cpu target against the CPU allocator ---------------------------------------------
