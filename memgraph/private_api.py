@@ -744,6 +744,32 @@ def _check_transformers_meta_autocast():
                 f"({(str(e).splitlines() or [''])[0]}): models' forward cannot run on meta")
 
 
+# --------------------------------------------------------------------------------------------
+# transformers_default_attention
+#   for: the attention implementation transformers gives a model class when none is requested
+#   (memgraph's --attn auto): PreTrainedModel.get_correct_attn_implementation turns None into "sdpa"
+#   and falls back to "eager" when _sdpa_can_dispatch raises, i.e. when the class's _supports_sdpa is
+#   False. Read from transformers 5.23.0, transformers/modeling_utils.py.
+# --------------------------------------------------------------------------------------------
+@_guard("transformers_default_attention", "transformers", "transformers 5.23.0, transformers/modeling_utils.py")
+def _check_transformers_default_attention():
+    from transformers import PreTrainedModel
+
+    if not isinstance(getattr(PreTrainedModel, "_supports_sdpa", None), bool):
+        return "PreTrainedModel._supports_sdpa is missing"
+    source = inspect.getsource(PreTrainedModel.get_correct_attn_implementation)
+    if '"sdpa" if requested_attention is None' not in source:
+        return "PreTrainedModel.get_correct_attn_implementation no longer turns None into 'sdpa'"
+    return None
+
+
+def default_attention(cls) -> str:
+    """What transformers builds ``cls`` with when no ``attn_implementation`` is given: ``"sdpa"`` where
+    the class supports it (``cls._supports_sdpa``), else ``"eager"``."""
+    require("transformers_default_attention")
+    return "sdpa" if cls._supports_sdpa else "eager"
+
+
 def model_from_config(cls, config, attn_implementation: str, dtype: torch.dtype) -> torch.nn.Module:
     """``cls`` (a transformers model class) built from ``config``, no weights loaded."""
     require("transformers_from_config")
@@ -756,7 +782,7 @@ __all__ = [
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
     "PrivateApiError", "SDPA_BINDING", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
     "TorchDispatchMode", "WeakIdKeyDictionary", "body_without_torch_function_checks",
-    "current_graph_task_id", "disable_current_modes", "dump_memory_history", "fused_kernels_also_on",
+    "current_graph_task_id", "default_attention", "disable_current_modes", "dump_memory_history", "fused_kernels_also_on",
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",

@@ -11,6 +11,19 @@ from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.stages import apply_stage
 from memgraph.model_spec.trainable import apply_trainable
+from memgraph.private_api import default_attention
+
+
+def resolve_attention(spec: ModelSpec, requested: str) -> str:
+    """``--attn`` as transformers applies it: ``auto`` is what transformers picks for the model class when no
+    ``attn_implementation`` is given (:func:`memgraph.private_api.default_attention`: ``sdpa`` where the class
+    supports it, else ``eager``). ``module:function`` models keep ``auto`` (they take no such argument)."""
+    if requested != "auto" or spec.model_class is None:
+        return requested
+    import transformers
+
+    cls = getattr(transformers, spec.model_class, None)
+    return "eager" if cls is None else default_attention(cls)  # a missing class fails in build with its message
 
 
 def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_context_fn=None) -> torch.nn.Module:
@@ -24,8 +37,8 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_
     """
     dtype = PRECISION_DTYPE[opts.precision]
     meta = torch.device(device).type == "meta"
-    build_opts = opts
-    if meta and opts.attn_implementation == "flash_attention_2":
+    build_opts = replace(opts, attn_implementation=resolve_attention(spec, opts.attn_implementation))
+    if meta and build_opts.attn_implementation == "flash_attention_2":
         build_opts = replace(opts, attn_implementation="sdpa")
     try:
         with torch.device(device):

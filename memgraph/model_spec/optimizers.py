@@ -22,13 +22,16 @@ def resolve_impl(impl: str, target: str) -> str:
 
 # Per-parameter state tensors of the size of the parameter that each optimizer keeps (torch 2.13,
 # torch/optim/adam.py _init_group: exp_avg and exp_avg_sq; sgd.py: momentum_buffer when momentum != 0).
-STATE_TENSORS_PER_PARAMETER = {"sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2}
+STATE_TENSORS_PER_PARAMETER = {"sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2, "none": 0}
 
 
-def make_optimizer(name: str, params: list[torch.nn.Parameter], impl: str) -> torch.optim.Optimizer:
-    """Build optimizer ``name`` ('sgd', 'sgd-momentum', 'adam', 'adamw') with implementation ``impl``."""
+def make_optimizer(name: str, params: list[torch.nn.Parameter], impl: str) -> torch.optim.Optimizer | None:
+    """Build optimizer ``name`` ('sgd', 'sgd-momentum', 'adam', 'adamw') with implementation ``impl``;
+    ``None`` for 'none' (forward and backward only)."""
     if not params:
         raise MemgraphError("no parameter trains: loosen --freeze / --train so that at least one matches")
+    if name == "none":
+        return None
     flags = {"foreach": {"foreach": True}, "for-loop": {"foreach": False}, "fused": {"fused": True}}[impl]
     if name == "sgd":
         return torch.optim.SGD(params, lr=LEARNING_RATE, **flags)

@@ -18,22 +18,34 @@ from memgraph.facts.gpus import DEFAULT_GPU, get_gpu
 
 # fp32: float32 everywhere. fp16-mixed: torch.autocast(float16) + GradScaler, float32 weights.
 # bf16-mixed: torch.autocast(bfloat16), float32 weights, no scaler. bf16: bfloat16 weights, gradients,
-# optimizer state and floating inputs, no autocast.
-PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16")
+# optimizer state and floating inputs, no autocast. fp16: the same in float16 (``model.half()`` training: no
+# autocast, no GradScaler).
+PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16", "fp16")
 MIXED_PRECISIONS = ("fp16-mixed", "bf16-mixed")
 BF16_PRECISIONS = ("bf16-mixed", "bf16")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "none")  # none: forward and backward only
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
 # memgraph/trace/run.py), on the cuda target only.
-ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
-LOOPS = ("plain", "trainer")  # the training loops of memgraph/trace/training_step.py
+# auto: what transformers picks when none is given (memgraph/model_spec/defaults.py)
+ATTN_IMPLEMENTATIONS = ("auto", "eager", "sdpa", "flash_attention_2")
+# the training loops of memgraph/trace/training_step.py; auto: trainer for transformers models, plain for
+# module:function models (memgraph/model_spec/defaults.py)
+LOOPS = ("auto", "plain", "trainer")
+# -- training-loop semantics (memgraph/trace/training_step.py) --
+# set-to-none: zero_grad(set_to_none=True), PyTorch >= 2.0's default; zero: zero_grad(set_to_none=False), the
+# default before 2.0, gradients stay allocated; none: no zero_grad at all (gradients accumulate in place).
+ZERO_GRAD_MODES = ("set-to-none", "zero", "none")
+# the loss of module:function models (memgraph/model_spec/losses.py): auto = a scalar output or .loss as is, else
+# out.sum(); sum = out.sum(); cross-entropy = F.cross_entropy(out, target), target = the input named ``target``
+LOSSES = ("auto", "sum", "cross-entropy")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself
-_PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16"}
+_PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
+                         "fp16": "float16"}
 # dtype of torch.autocast("cuda", dtype=...) for the mixed precisions; AUTOCAST_DTYPE maps to the torch.dtype
 _AUTOCAST_DTYPE_NAME = {"fp16-mixed": "float16", "bf16-mixed": "bfloat16"}
 MIN_ITERATIONS = 2  # iteration 1 creates the optimizer state; the steady state starts at 2
@@ -156,12 +168,19 @@ class TrainingOptions:
     precision: str = option(
         "fp32", "--precision",
         "`fp16-mixed`: autocast float16 + GradScaler, float32 weights; `bf16-mixed`: autocast bfloat16, float32 "
-        "weights; `bf16`: bfloat16 weights, gradients and optimizer state. Autocast follows PyTorch's CUDA op "
+        "weights; `bf16`: bfloat16 weights, gradients and optimizer state; `fp16`: the same in float16, no "
+        "autocast and no GradScaler (as `model.half()` training). Autocast follows PyTorch's CUDA op "
         "policy, weight-cast cache included (mixed precisions: cuda target only)",
         choices=PRECISIONS)
-    optimizer: str = option("adamw", "--optimizer", "the optimizer", choices=OPTIMIZERS)
+    optimizer: str = option(
+        "adamw", "--optimizer",
+        "the optimizer; `none`: forward and backward only (no optimizer state, no step; gradients are still made "
+        "and cleared as `--zero-grad` says)",
+        choices=OPTIMIZERS)
     optimizer_impl: str = option(
-        "auto", "--optimizer-impl", "`auto`: foreach for the cuda target, for-loop for cpu (PyTorch's defaults)",
+        "auto", "--optimizer-impl",
+        "`auto`: PyTorch's default (foreach for the cuda target, for-loop for cpu), except AdamW under the "
+        "`trainer` loop: fused, as Hugging Face `TrainingArguments.optim` (`adamw_torch_fused`) picks",
         choices=OPTIMIZER_IMPLS, noun="optimizer implementation")
     freeze: tuple[str, ...] = option(
         (), "--freeze", "freeze parameters whose name matches this shell pattern; applied after `--train`",
@@ -178,8 +197,9 @@ class TrainingOptions:
         "and predicts `torch.cuda.max_memory_allocated`; `cpu` predicts the CPU allocator's peak",
         choices=TARGETS, analyze_only=True)
     attn_implementation: str = option(
-        "eager", "--attn",
-        "transformers' `attn_implementation`; for SDPA the kernel the target GPU would pick (flash, "
+        "auto", "--attn",
+        "transformers' `attn_implementation`; `auto`: what transformers picks when none is given (`sdpa` where the "
+        "model class supports it, else `eager`), shown resolved in the report; for SDPA the kernel the target GPU would pick (flash, "
         "memory-efficient or math, by dtype, head size, mask and compute capability) and the tensors it saves "
         "for backward",
         choices=ATTN_IMPLEMENTATIONS, noun="attention implementation")
@@ -202,8 +222,9 @@ class TrainingOptions:
         "336-px image) and text fills the rest of `--seq-len`",
         metavar="N", parse=positive_int, default_text="the model's", noun="images per sample")
     loop: str = option(
-        "plain", "--loop",
-        "`plain`: `out = model(**batch); out.loss.backward(); opt.step(); opt.zero_grad()`, so the outputs (logits, "
+        "auto", "--loop",
+        "`auto`: `trainer` for transformers models (what fine-tuning with the Hugging Face Trainer runs), `plain` "
+        "for `module:function` models; `plain`: `out = model(**batch); out.loss.backward(); opt.step(); opt.zero_grad()`, so the outputs (logits, "
         "a KV cache) live through the whole step; `trainer` drops them once the loss is taken, as Hugging Face "
         "`Trainer.training_step` does",
         choices=LOOPS, noun="training loop")
@@ -213,6 +234,19 @@ class TrainingOptions:
         "language model (vision tower frozen), `full` everything; the groups come from the model's structure, "
         "and `--train`/`--freeze` narrow the stage's set",
         choices=STAGES)
+    # -- training-loop semantics (issue 8 part 3; memgraph/trace/training_step.py) --
+    zero_grad: str = option(
+        "set-to-none", "--zero-grad",
+        "how gradients are cleared after the step: `set-to-none` frees them (`zero_grad()`, PyTorch >= 2.0); `zero` "
+        "keeps them allocated, zeroed in place, through the next forward (`zero_grad(set_to_none=False)`, the default "
+        "before PyTorch 2.0); `none` never clears them (scripts without `zero_grad`: they accumulate in place)",
+        choices=ZERO_GRAD_MODES, noun="zero_grad mode")
+    loss: str = option(
+        "auto", "--loss",
+        "loss of `module:function` models: `auto` takes a scalar output (or `.loss`) as it is, else `out.sum()`; "
+        "`sum`: `out.sum()`; `cross-entropy`: `F.cross_entropy(out, target)`, where `target` is the `--input` named "
+        "`target` (integer class indices; it is not passed to the model), e.g. `--input target=int64[32]<10`",
+        choices=LOSSES)
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:

@@ -10,6 +10,19 @@ so the prediction and the measurement describe the same program. Two loops are w
 ``trainer``: as Hugging Face's ``Trainer.training_step``: ``compute_loss`` returns only the loss,
     so the outputs are dropped before backward and what autograd did not save is freed then.
 
+After the step the gradients are cleared as ``zero_grad`` says (``--zero-grad``):
+
+``set-to-none`` (default): ``optimizer.zero_grad(set_to_none=True)``, PyTorch >= 2.0's default
+    (torch/optim/optimizer.py ``Optimizer.zero_grad``): the ``.grad`` tensors are dropped, so the
+    next backward allocates them again.
+``zero``: ``optimizer.zero_grad(set_to_none=False)`` (the default before PyTorch 2.0): ``.grad`` is
+    zeroed in place and stays allocated through the next forward; the next backward accumulates
+    into it (torch/csrc/autograd/functions/accumulate_grad.h ``accumulateGrad``: ``variable_grad += new_grad``).
+``none``: never cleared (benchmark scripts without ``zero_grad``): the same memory as ``zero``, from
+    the first backward on.
+
+With no optimizer (``--optimizer none``) there is no step, and ``model.zero_grad`` clears the gradients.
+
 Mixed precision is written the way the PyTorch AMP recipe writes it: forward and loss inside the
 ``autocast`` context, backward outside it; with a GradScaler (fp16), ``scaler.scale(loss).backward()``,
 ``scaler.step(optimizer)``, ``scaler.update()``. A real GPU run passes ``torch.autocast("cuda", ...)``
@@ -30,18 +43,20 @@ def train_iteration(
     model: torch.nn.Module,
     batch: tuple[tuple, dict],
     compute_loss: Callable[[object], torch.Tensor],
-    optimizer: torch.optim.Optimizer,
+    optimizer: torch.optim.Optimizer | None,
     set_phase: Callable[[str], None] = lambda phase: None,
     autocast=None,
     scaler=None,
     loop: str = "plain",
+    zero_grad: str = "set-to-none",
 ) -> None:
-    """forward, loss, backward, optimizer step, zero_grad(set_to_none=True).
+    """forward, loss, backward, optimizer step (if ``optimizer``), then clear the gradients.
 
     ``autocast``: a zero-argument factory of the context forward and loss run in (``None``: none).
     ``scaler``: a ``torch.amp.GradScaler``-like object (``None``: plain backward and step).
     ``loop``: ``"plain"`` keeps the outputs to the end of the iteration, ``"trainer"`` drops them
     once the loss is taken (see the module docstring).
+    ``zero_grad``: ``"set-to-none"``, ``"zero"`` or ``"none"`` (see the module docstring).
     """
     args, kwargs = batch
     set_phase("forward")
@@ -59,11 +74,14 @@ def train_iteration(
         loss.backward()
     else:
         scaler.scale(loss).backward()
-    set_phase("optimizer")
-    if scaler is None:
-        optimizer.step()
-    else:
-        scaler.step(optimizer)
-        scaler.update()
-    set_phase("zero_grad")
-    optimizer.zero_grad(set_to_none=True)
+    if optimizer is not None:
+        set_phase("optimizer")
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
+    if zero_grad != "none":
+        set_phase("zero_grad")
+        owner = model if optimizer is None else optimizer
+        owner.zero_grad(set_to_none=zero_grad == "set-to-none")

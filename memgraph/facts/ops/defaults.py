@@ -248,6 +248,14 @@ register(
     note="one new output per tensor of the list",
 )
 
+register(
+    "foreach",
+    "aten._fused_adamw_", "aten._fused_adam_", "aten._fused_sgd_",
+    note="fused optimizer step (torch.optim fused=True; the Hugging Face Trainer's default adamw_torch_fused): "
+         "parameters, moments and step counters updated in place by one multi-tensor kernel, no allocation "
+         "(torch 2.13 aten/src/ATen/native/cuda/fused_adamw_impl.cu, native/FusedAdam.cpp on CPU)",
+)
+
 # -- host-side and bookkeeping ops ----------------------------------------------------------------
 register(
     "host", "aten._local_scalar_dense",
