@@ -5,7 +5,8 @@ models return what they return, so ``--loss`` says what the step does with it:
 
 - ``auto`` (default): a scalar output, or an output's ``.loss``, is the loss as it is; otherwise
   ``out.sum()`` (:func:`memgraph.model_spec.tasks.loss_from_outputs`).
-- ``sum``: ``out.sum()``, what ``logits.sum().backward()`` benchmark scripts do.
+- ``sum``: ``out.sum()``, what ``logits.sum().backward()`` benchmark scripts do; for a transformers
+  model the labels are not passed (so its head computes no loss) and ``out`` is its first output, the logits.
 - ``cross-entropy``: ``F.cross_entropy(out, target)``. ``target`` is the ``--input`` named
   ``target`` (int64 class indices, e.g. ``--input target=int64[32]<10``); it is made with the batch
   but not passed to the model. ``out`` has the shape ``F.cross_entropy`` takes: ``[N, C]`` or
@@ -36,8 +37,11 @@ def loss_and_model_batch(spec: ModelSpec, opts: TrainingOptions, batch_spec: Bat
     if opts.loss == "auto":
         return loss_from_outputs, batch
     if spec.source != "callable":
+        if opts.loss == "sum":  # logits.sum().backward(), as benchmark scripts do: the head computes no loss
+            args, kwargs = batch
+            return sum_loss, (args, {k: v for k, v in kwargs.items() if k != "labels"})
         raise MemgraphError(f"--loss {opts.loss} applies to module:function models; {spec.name} computes its own "
-                            "loss from its labels: drop --loss")
+                            "cross-entropy from its labels: drop --loss (or use --loss sum for logits.sum())")
     if opts.loss == "sum":
         return sum_loss, batch
     names = [s.name for s in batch_spec.inputs]
@@ -55,6 +59,8 @@ def loss_and_model_batch(spec: ModelSpec, opts: TrainingOptions, batch_spec: Bat
 
 def output_tensor(outputs) -> torch.Tensor:
     """The model's output tensor: the output itself, or the first element of a tuple/list."""
+    if hasattr(outputs, "to_tuple"):  # a transformers ModelOutput: its first field that is set (the logits)
+        outputs = outputs.to_tuple()
     if isinstance(outputs, (tuple, list)) and outputs:
         outputs = outputs[0]
     if not isinstance(outputs, torch.Tensor):

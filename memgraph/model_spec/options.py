@@ -244,7 +244,8 @@ class TrainingOptions:
     loss: str = option(
         "auto", "--loss",
         "loss of `module:function` models: `auto` takes a scalar output (or `.loss`) as it is, else `out.sum()`; "
-        "`sum`: `out.sum()`; `cross-entropy`: `F.cross_entropy(out, target)`, where `target` is the `--input` named "
+        "`sum`: `out.sum()` (also for transformers models: their logits summed, labels not passed, as "
+        "`logits.sum().backward()` benchmarks do); `cross-entropy`: `F.cross_entropy(out, target)`, where `target` is the `--input` named "
         "`target` (integer class indices; it is not passed to the model), e.g. `--input target=int64[32]<10`",
         choices=LOSSES)
 
