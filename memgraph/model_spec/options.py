@@ -22,7 +22,12 @@ from memgraph.facts.gpus import DEFAULT_GPU, get_gpu
 PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16")
 MIXED_PRECISIONS = ("fp16-mixed", "bf16-mixed")
 BF16_PRECISIONS = ("bf16-mixed", "bf16")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+# sgd-nesterov, adafactor, lion, adam8bit, adamw8bit, paged-adamw8bit: memgraph/model_spec/optimizers.py says
+# what state each keeps and where its rules come from (the 8-bit ones: bitsandbytes, emulated on meta)
+OPTIMIZERS = ("sgd", "sgd-momentum", "sgd-nesterov", "adam", "adamw", "adafactor", "lion",
+              "adam8bit", "adamw8bit", "paged-adamw8bit")
+BNB_8BIT_OPTIMIZERS = ("adam8bit", "adamw8bit", "paged-adamw8bit")
+QUANTIZE = ("4bit", "8bit")  # bitsandbytes storage of the frozen base weights (memgraph/model_spec/quantize.py)
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
@@ -82,6 +87,17 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def probability(text: str) -> float:
+    """A dropout probability in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 1)")
     return value
 
 
@@ -200,6 +216,34 @@ class TrainingOptions:
         "language model (vision tower frozen), `full` everything; the groups come from the model's structure, "
         "and `--train`/`--freeze` narrow the stage's set",
         choices=STAGES)
+    # -- fine-tuning knobs (LoRA through PEFT, QLoRA storage, gradient accumulation, optimizer in backward) --
+    lora_rank: int | None = option(
+        None, "--lora-rank",
+        "train LoRA adapters of this rank (PEFT's `get_peft_model`; the base model is frozen)",
+        metavar="R", parse=positive_int, default_text="no LoRA", noun="LoRA rank")
+    lora_alpha: int | None = option(
+        None, "--lora-alpha", "LoRA scaling numerator (with `--lora-rank`)", metavar="A", parse=positive_int,
+        default_text="PEFT's (8)", noun="LoRA alpha")
+    lora_targets: str | None = option(
+        None, "--lora-targets",
+        "modules that get adapters: `all-linear`, or module names such as `q_proj,v_proj` (with `--lora-rank`)",
+        metavar="NAMES", default_text="PEFT's default for the model type", noun="LoRA targets")
+    lora_dropout: float | None = option(
+        None, "--lora-dropout", "dropout on the adapters' input (with `--lora-rank`)", metavar="P",
+        parse=probability, default_text="PEFT's (0.0)", noun="LoRA dropout")
+    dora: bool = option(False, "--dora", "weight-decomposed LoRA (PEFT's `use_dora`; with `--lora-rank`)")
+    quantize: str | None = option(
+        None, "--quantize",
+        "store the frozen base linear weights as bitsandbytes does (`4bit`: NF4 with double quantisation, as "
+        "QLoRA; `8bit`: LLM.int8); needs `--lora-rank`, cuda target",
+        choices=QUANTIZE, default_text="none")
+    grad_accum: int = option(
+        1, "--grad-accum", "micro-steps per optimizer step; gradients accumulate between them", metavar="N",
+        parse=positive_int, noun="gradient accumulation steps")
+    optimizer_in_backward: bool = option(
+        False, "--optimizer-in-backward",
+        "step each parameter in its post-accumulate-grad hook and free its gradient there (torchtune's "
+        "optimizer-in-backward)")
 
     def __post_init__(self):
         if self.iterations < MIN_ITERATIONS:
@@ -238,6 +282,7 @@ class TrainingOptions:
             raise MemgraphError(f"{e.args[0]}: pass --gpu with a name from 'memgraph gpus'") from None
         object.__setattr__(self, "gpu", gpu.key)
         _precision_supported(self.precision, self.target, gpu)
+        _knobs_consistent(self)
         if self.attn_implementation == "flash_attention_2" and self.target != "cuda":
             raise MemgraphError("--attn flash_attention_2 needs a GPU: use --target cuda, or --attn sdpa on the cpu target")
 
@@ -261,6 +306,29 @@ def _precision_supported(precision: str, target: str, gpu) -> None:
             f"--precision {precision} needs native bfloat16 (compute capability >= 8.0) but {gpu.name} is {cc}: "
             "use --precision fp16-mixed or fp32, or pick a newer --gpu"
         )
+
+
+def _knobs_consistent(o: TrainingOptions) -> None:
+    """The fine-tuning knobs that only make sense together, or on one target."""
+    if o.lora_rank is None:
+        given = [flag for flag, on in (("--lora-alpha", o.lora_alpha is not None), ("--lora-targets", o.lora_targets),
+                                       ("--lora-dropout", o.lora_dropout is not None), ("--dora", o.dora),
+                                       ("--quantize", o.quantize)) if on]
+        if given:
+            raise MemgraphError(f"{given[0]} needs --lora-rank R: the adapters are what trains")
+    elif o.train or o.freeze or o.stage is not None:
+        raise MemgraphError("--lora-rank trains the adapters only (PEFT freezes the rest): drop --train/--freeze/--stage")
+    if o.lora_dropout is not None and not 0 <= o.lora_dropout < 1:
+        raise MemgraphError(f"LoRA dropout {o.lora_dropout!r} is not in [0, 1): pass --lora-dropout P")
+    if o.quantize is not None and o.target != "cuda":
+        raise MemgraphError(f"--quantize {o.quantize} emulates bitsandbytes' CUDA kernels: use --target cuda")
+    if o.quantize is not None and o.dora:
+        raise MemgraphError("--dora with --quantize is not modelled: drop one of them")
+    if o.optimizer in BNB_8BIT_OPTIMIZERS and o.target != "cuda":
+        raise MemgraphError(f"--optimizer {o.optimizer} emulates bitsandbytes' CUDA kernels: use --target cuda")
+    if o.optimizer_in_backward and o.grad_accum > 1:
+        raise MemgraphError("--optimizer-in-backward steps at every backward, so gradients cannot accumulate: "
+                            "drop --grad-accum (torchtune refuses the same combination)")
 
 
 def _positive(label: str, value, flag: str) -> None:
