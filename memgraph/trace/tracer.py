@@ -116,6 +116,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
+               + ([optimizer.describe()] if hasattr(optimizer, "describe") else [])  # model_spec/optimizers.py
                + (kv_cache.notes() if opts.loop == "plain" else [])),
     )
 

@@ -40,6 +40,7 @@ register(
     "aten.masked_fill_", "aten.fill_", "aten.zero_", "aten.clamp_", "aten.clamp_min_", "aten.clamp_max_",
     "aten.sqrt_", "aten.pow_", "aten.neg_", "aten.exp_", "aten.relu_", "aten.sigmoid_", "aten.tanh_",
     "aten.tril_", "aten.triu_", "aten.hardtanh_",
+    "aten.rsqrt_", "aten.sign_",  # torch.optim.Adafactor's update; lion-pytorch's update_fn
     note="in place on its first argument; no allocation",
 )
 
@@ -222,6 +223,7 @@ register(
     "aten._foreach_addcdiv_", "aten._foreach_addcmul_", "aten._foreach_lerp_", "aten._foreach_sqrt_",
     "aten._foreach_maximum_", "aten._foreach_neg_", "aten._foreach_zero_", "aten._foreach_copy_",
     "aten._foreach_clamp_min_", "aten._foreach_clamp_max_", "aten._foreach_pow_", "aten._foreach_exp_",
+    "aten._foreach_rsqrt_",  # torch.optim.Adafactor (foreach)
     note="in place on every tensor of the list; no allocation (CPU runs the per-tensor slow path)",
 )
 register(
