@@ -79,3 +79,19 @@ def apply_finetuning(model: torch.nn.Module, opts: TrainingOptions) -> torch.nn.
 
         quantize_base_linears(model, opts)
     return model
+
+
+def finetuning_notes(model: torch.nn.Module, optimizer) -> list[str]:
+    """What the trace notes say about the adapters, the quantised base and an emulated optimizer."""
+    from memgraph.model_spec.quantize import quantize_notes
+
+    notes = []
+    adapters = adapter_parameter_names(model)
+    if adapters:
+        count = sum(p.numel() for n, p in model.named_parameters() if ".lora_" in n)
+        notes.append(f"LoRA: {len(adapters)} adapter tensors ({count:,} parameters) from PEFT's get_peft_model; "
+                     "every other parameter frozen; bf16/fp16 adapters upcast to float32 as PEFT does")
+    notes += quantize_notes(model)
+    if hasattr(optimizer, "describe"):
+        notes.append(optimizer.describe())
+    return notes

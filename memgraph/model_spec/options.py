@@ -27,7 +27,7 @@ BF16_PRECISIONS = ("bf16-mixed", "bf16")
 OPTIMIZERS = ("sgd", "sgd-momentum", "sgd-nesterov", "adam", "adamw", "adafactor", "lion",
               "adam8bit", "adamw8bit", "paged-adamw8bit")
 BNB_8BIT_OPTIMIZERS = ("adam8bit", "adamw8bit", "paged-adamw8bit")
-QUANTIZE = ("4bit", "8bit")  # bitsandbytes storage of the frozen base weights (memgraph/model_spec/quantize.py)
+QUANTIZE = ("4bit",)  # bitsandbytes storage of the frozen base weights (memgraph/model_spec/quantize.py)
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
@@ -234,8 +234,8 @@ class TrainingOptions:
     dora: bool = option(False, "--dora", "weight-decomposed LoRA (PEFT's `use_dora`; with `--lora-rank`)")
     quantize: str | None = option(
         None, "--quantize",
-        "store the frozen base linear weights as bitsandbytes does (`4bit`: NF4 with double quantisation, as "
-        "QLoRA; `8bit`: LLM.int8); needs `--lora-rank`, cuda target",
+        "store the frozen base linear weights as bitsandbytes 0.50 does (`4bit`: NF4, blocks of 64, double "
+        "quantisation, compute in the model's dtype, as QLoRA); needs `--lora-rank`, cuda target, fp32 or bf16",
         choices=QUANTIZE, default_text="none")
     grad_accum: int = option(
         1, "--grad-accum", "micro-steps per optimizer step; gradients accumulate between them", metavar="N",
@@ -322,6 +322,9 @@ def _knobs_consistent(o: TrainingOptions) -> None:
         raise MemgraphError(f"LoRA dropout {o.lora_dropout!r} is not in [0, 1): pass --lora-dropout P")
     if o.quantize is not None and o.target != "cuda":
         raise MemgraphError(f"--quantize {o.quantize} emulates bitsandbytes' CUDA kernels: use --target cuda")
+    if o.quantize is not None and o.precision in MIXED_PRECISIONS:
+        raise MemgraphError(f"--quantize {o.quantize} with --precision {o.precision} is not modelled: QLoRA recipes "
+                            "use --precision bf16 (compute dtype bfloat16)")
     if o.quantize is not None and o.dora:
         raise MemgraphError("--dora with --quantize is not modelled: drop one of them")
     if o.optimizer in BNB_8BIT_OPTIMIZERS and o.target != "cuda":

@@ -12,6 +12,7 @@ from memgraph.facts.gpus import get_gpu
 from memgraph.facts.ops.registry import workspace_bytes
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.build import build_model
+from memgraph.model_spec.lora import finetuning_notes
 from memgraph.model_spec.modality import module_modalities
 from memgraph.model_spec.optimizers import make_optimizer, resolve_impl
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
@@ -116,7 +117,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
-               + ([optimizer.describe()] if hasattr(optimizer, "describe") else [])  # model_spec/optimizers.py
+               + finetuning_notes(model, optimizer)
                + (kv_cache.notes() if opts.loop == "plain" else [])),
     )
 
