@@ -12,7 +12,7 @@ from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.tasks import loss_from_outputs
 from memgraph.private_api import kineto_events
-from memgraph.trace.training_step import train_iteration
+from memgraph.trace.grad_accumulation import iteration_function
 
 
 def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
@@ -22,7 +22,7 @@ def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
         model, batch, optimizer, impl = build_run(spec, opts, "cpu")
         for it in range(1, opts.iterations + 1):
             with record_function(f"memgraph_iteration_{it}"):
-                train_iteration(model, batch, loss_from_outputs, optimizer, loop=opts.loop)
+                iteration_function(opts)(model, batch, loss_from_outputs, optimizer, loop=opts.loop)
         del model, batch, optimizer
     return {"optimizer_impl": impl, "iterations": _per_iteration(prof, opts.iterations)}
 

@@ -16,7 +16,7 @@ from memgraph.private_api import (
     set_allocator_settings,
     start_memory_history,
 )
-from memgraph.trace.training_step import train_iteration
+from memgraph.trace.grad_accumulation import iteration_function
 
 NVIDIA_SMI_QUERY = "name,driver_version,memory.total,memory.used"
 
@@ -44,7 +44,7 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions, snapshot: str | None = 
     for it in range(1, opts.iterations + 1):
         torch.cuda.reset_peak_memory_stats()
         start = torch.cuda.memory_allocated()
-        train_iteration(model, batch, loss_from_outputs, optimizer, autocast=autocast, scaler=scaler,
+        iteration_function(opts)(model, batch, loss_from_outputs, optimizer, autocast=autocast, scaler=scaler,
                         loop=opts.loop)
         torch.cuda.synchronize()
         iterations.append({

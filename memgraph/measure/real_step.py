@@ -5,10 +5,11 @@ from __future__ import annotations
 import torch
 
 from memgraph.model_spec.build import build_model
-from memgraph.model_spec.optimizers import make_optimizer, resolve_impl
+from memgraph.model_spec.optimizers import resolve_impl
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.trace.grad_scaler import make_scaler
+from memgraph.trace.optimizer_in_backward import make_step_optimizer
 
 SEED = 0
 
@@ -21,7 +22,7 @@ def build_run(spec: ModelSpec, opts: TrainingOptions, device: str):
     gen = torch.Generator().manual_seed(SEED)
     batch = batch_spec.make(device, gen)
     impl = resolve_impl(opts.optimizer_impl, opts.target)
-    optimizer = make_optimizer(opts.optimizer, [p for p in model.parameters() if p.requires_grad], impl)
+    optimizer = make_step_optimizer(opts, [p for p in model.parameters() if p.requires_grad], impl)
     return model, batch, optimizer, impl
 
 

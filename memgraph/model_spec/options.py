@@ -329,6 +329,9 @@ def _knobs_consistent(o: TrainingOptions) -> None:
         raise MemgraphError("--dora with --quantize is not modelled: drop one of them")
     if o.optimizer in BNB_8BIT_OPTIMIZERS and o.target != "cuda":
         raise MemgraphError(f"--optimizer {o.optimizer} emulates bitsandbytes' CUDA kernels: use --target cuda")
+    if o.optimizer_in_backward and o.precision == "fp16-mixed":
+        raise MemgraphError("--optimizer-in-backward with --precision fp16-mixed: the GradScaler unscales all gradients "
+                            "before one step, which per-parameter steps cannot do; use bf16-mixed or bf16")
     if o.optimizer_in_backward and o.grad_accum > 1:
         raise MemgraphError("--optimizer-in-backward steps at every backward, so gradients cannot accumulate: "
                             "drop --grad-accum (torchtune refuses the same combination)")

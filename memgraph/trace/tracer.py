@@ -14,7 +14,7 @@ from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.build import build_model
 from memgraph.model_spec.lora import finetuning_notes
 from memgraph.model_spec.modality import module_modalities
-from memgraph.model_spec.optimizers import make_optimizer, resolve_impl
+from memgraph.model_spec.optimizers import resolve_impl
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.tasks import loss_from_outputs
@@ -33,7 +33,8 @@ from memgraph.trace.module_tracking import ModuleStack
 from memgraph.trace.recorder import Recorder
 from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
-from memgraph.trace.training_step import train_iteration
+from memgraph.trace.grad_accumulation import iteration_function
+from memgraph.trace.optimizer_in_backward import OptimizerInBackward, make_step_optimizer
 from memgraph.units import human_bytes
 
 
@@ -69,7 +70,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     impl = resolve_impl(opts.optimizer_impl, opts.target)
     trainable = [p for p in model.parameters() if p.requires_grad]
     with fused_on_meta():
-        optimizer = make_optimizer(opts.optimizer, trainable, impl)
+        optimizer = make_step_optimizer(opts, trainable, impl)
 
     modules = ModuleStack(model)
     rec = Recorder(module_of=lambda: modules.current, device_type=device,
@@ -78,6 +79,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     owners = _parameter_owners(model)
     _register_existing(rec, model, batch, owners)
     trainable_sids = {rec.sid_of(p) for p in trainable}
+    if isinstance(optimizer, OptimizerInBackward):  # gradients live (and die) inside backward
+        optimizer.on_grad = lambda p: rec.mark_role(p.grad, Role.GRADIENT, owners.get(id(p)))
 
     def set_phase(phase: str) -> None:
         if phase == "optimizer":  # backward is done: the .grad storages are the gradients
@@ -100,7 +103,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
-            train_iteration(model, batch, kv_cache.watch(loss_from_outputs), optimizer, set_phase,
+            iteration_function(opts)(model, batch, kv_cache.watch(loss_from_outputs), optimizer, set_phase,
                             autocast=forward_context, loop=opts.loop,
                             scaler=scaler)
             _mark_optimizer_state(rec, optimizer, owners)
