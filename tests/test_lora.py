@@ -87,3 +87,16 @@ def test_lora_within_2_percent_of_the_cpu_allocator(kw):
         MODEL, device="cpu", seq_len=S, batch_size=B, lora_rank=R, **kw)["iterations"][1:])
     assert abs(r.steady_state_peak.bytes - measured) <= 0.02 * measured, (r.steady_state_peak.bytes, measured)
     assert r.ops["unknown"] == {}
+
+
+def test_knob_flags_parse():
+    from memgraph.cli import build_parser, training_options
+
+    a = build_parser().parse_args(["analyze", "llama-2-7b", "--lora-rank", "16", "--lora-alpha", "32",
+                                   "--lora-targets", "q_proj,v_proj", "--lora-dropout", "0.05", "--quantize", "4bit",
+                                   "--precision", "bf16", "--grad-accum", "4"])
+    got = training_options(a)
+    assert (got.lora_rank, got.lora_alpha, got.lora_targets, got.lora_dropout, got.quantize, got.grad_accum) == (
+        16, 32, "q_proj,v_proj", 0.05, "4bit", 4)
+    a = build_parser().parse_args(["analyze", "gpt2", "--optimizer-in-backward", "--lora-rank", "4", "--dora"])
+    assert training_options(a).optimizer_in_backward and training_options(a).dora

@@ -223,14 +223,14 @@ class TrainingOptions:
         metavar="R", parse=positive_int, default_text="no LoRA", noun="LoRA rank")
     lora_alpha: int | None = option(
         None, "--lora-alpha", "LoRA scaling numerator (with `--lora-rank`)", metavar="A", parse=positive_int,
-        default_text="PEFT's (8)", noun="LoRA alpha")
+        default_text="8, PEFT's", noun="LoRA alpha")
     lora_targets: str | None = option(
         None, "--lora-targets",
         "modules that get adapters: `all-linear`, or module names such as `q_proj,v_proj` (with `--lora-rank`)",
         metavar="NAMES", default_text="PEFT's default for the model type", noun="LoRA targets")
     lora_dropout: float | None = option(
         None, "--lora-dropout", "dropout on the adapters' input (with `--lora-rank`)", metavar="P",
-        parse=probability, default_text="PEFT's (0.0)", noun="LoRA dropout")
+        parse=probability, default_text="0.0, PEFT's", noun="LoRA dropout")
     dora: bool = option(False, "--dora", "weight-decomposed LoRA (PEFT's `use_dora`; with `--lora-rank`)")
     quantize: str | None = option(
         None, "--quantize",
