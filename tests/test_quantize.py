@@ -94,3 +94,13 @@ def test_quantize_refusals(kw, text):
 
     with pytest.raises(MemgraphError, match=text):
         TrainingOptions(lora_rank=4, quantize="4bit", **kw)
+
+
+def test_measuring_a_quantized_step_is_refused():
+    """The stand-in allocates like bitsandbytes but computes nothing: a real run must not use it."""
+    from memgraph.errors import MemgraphError
+    from memgraph.model_spec.options import TrainingOptions
+    from memgraph.model_spec.quantize import quantize_base_linears
+
+    with pytest.raises(MemgraphError, match="drop --quantize to measure"):
+        quantize_base_linears(torch.nn.Sequential(torch.nn.Linear(4, 4)), TrainingOptions(lora_rank=4, quantize="4bit"))

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import torch
 
+from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 
 BLOCKSIZE = 64  # BitsAndBytesConfig bnb_4bit_blocksize default / functional.quantize_4bit blocksize=64
@@ -161,6 +162,10 @@ class _NoCtx:
 def quantize_base_linears(model: torch.nn.Module, opts: TrainingOptions) -> list[str]:
     """Replace every frozen base ``nn.Linear`` (not the output embedding, not a LoRA adapter) with a
     :class:`Linear4bitStandIn`; returns the replaced module paths."""
+    device = next(model.parameters()).device
+    if device.type != "meta":  # a real run would need bitsandbytes' own Linear4bit, not this stand-in
+        raise MemgraphError(f"--quantize {opts.quantize} is emulated on meta for 'analyze' only: measuring it needs "
+                            "bitsandbytes' real Linear4bit (not wired yet); drop --quantize to measure")
     dtype = PRECISION_DTYPE[opts.precision]
     output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     replaced = []
