@@ -116,3 +116,13 @@ def test_lora_on_other_families_within_2_percent(family, kw):
     measured = max(it["peak_allocated"] for it in measure(model, device="cpu", lora_rank=R, **kw)["iterations"][1:])
     assert abs(r.steady_state_peak.bytes - measured) <= 0.02 * measured, (r.steady_state_peak.bytes, measured)
     assert r.ops["unknown"] == {}
+
+
+def test_backward_ops_are_not_attributed_to_the_identity_dropout():
+    """PEFT's lora_dropout is an nn.Identity at p=0, which returns its input itself; its backward hooks
+    used to leave it on the module stack (module_tracking.py), so the attention's softmax backward was
+    attributed to ``...o_proj.lora_dropout.default``."""
+    r = analyze(MODEL, seq_len=256, batch_size=4, lora_rank=R, lora_targets="all-linear", precision="bf16",
+                gradient_checkpointing=True, target="cpu")
+    assert r.steady_state_peak.op == "aten._softmax_backward_data.default"
+    assert r.steady_state_peak.module == "model.layers.1.self_attn"
