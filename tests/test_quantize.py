@@ -104,3 +104,42 @@ def test_measuring_a_quantized_step_is_refused():
 
     with pytest.raises(MemgraphError, match="drop --quantize to measure"):
         quantize_base_linears(torch.nn.Sequential(torch.nn.Linear(4, 4)), TrainingOptions(lora_rank=4, quantize="4bit"))
+
+
+def test_int8_storage_in_the_trace():
+    """LLM.int8: int8 weight (gate_proj [128, 64]: 8192 B) and float32 SCB [128] (512 B, rounded from 512)."""
+    r = analyze(str(CONFIGS / "tiny-llama.json"), seq_len=32, lora_rank=4, quantize="8bit", precision="bf16",
+                gpu="h100-80gb")
+    gate = {m.module: m for m in r.modules}["model.layers.0.mlp.gate_proj"]
+    assert (gate.parameter_bytes, gate.buffer_bytes) == (128 * 64, 128 * F32)
+    assert r.ops["unknown"] == {}
+
+
+def _int8_layer():
+    from memgraph.model_spec.quantize import Linear8bitLtStandIn
+
+    with torch.device("meta"):
+        layer = Linear8bitLtStandIn(torch.nn.Linear(IN, OUT, bias=False, dtype=torch.bfloat16))
+        x = torch.empty(M, IN, dtype=torch.bfloat16, requires_grad=True)
+    return layer, x
+
+
+def test_int8_forward_allocations_by_hand():
+    """MatMul8bitLt.forward, bf16 input: its float16 copy [M, IN] and, inside int8_vectorwise_quant,
+    row_stats [M] f32 + out_row [M, IN] int8 + |A| [M, IN] f16 + the bool mask |A| >= 6 [M, IN]. Then
+    int8_scaled_mm: int32 [M, OUT], int8_mm_dequant's float16 [M, OUT] and its .to(bfloat16) [M, OUT] alive
+    together, with CA (out_row) and SCA (row_stats), locals of forward until it returns."""
+    layer, x = _int8_layer()
+    quant = M * IN * 2 + M * F32 + M * IN * 1 + M * IN * 2 + M * IN  # f16 copy, row_stats, out_row, |A|, mask
+    matmul = M * IN * 1 + M * F32 + M * OUT * 4 + M * OUT * 2 + M * OUT * BF16  # out_row, row_stats, i32, f16, out
+    assert _live_peak(lambda: layer(x), x, *layer.buffers()) == max(quant, matmul)
+
+
+def test_int8_backward_dequantises_the_weight():
+    """MatMul8bitLt.backward: CB.to(bfloat16, copy=True) [OUT, IN]; SCB/127 [OUT, 1] f32 is freed once multiplied
+    in; then grad_x [M, IN] bf16 beside the dequantised weight."""
+    layer, x = _int8_layer()
+    y = layer(x)
+    grad = torch.empty_like(y)
+    peak = _live_peak(lambda: y.backward(grad), x, y, grad, *layer.buffers(), *layer.parameters())
+    assert peak == OUT * IN * BF16 + M * IN * BF16

@@ -27,7 +27,7 @@ BF16_PRECISIONS = ("bf16-mixed", "bf16")
 OPTIMIZERS = ("sgd", "sgd-momentum", "sgd-nesterov", "adam", "adamw", "adafactor", "lion",
               "adam8bit", "adamw8bit", "paged-adamw8bit")
 BNB_8BIT_OPTIMIZERS = ("adam8bit", "adamw8bit", "paged-adamw8bit")
-QUANTIZE = ("4bit",)  # bitsandbytes storage of the frozen base weights (memgraph/model_spec/quantize.py)
+QUANTIZE = ("4bit", "8bit")  # bitsandbytes storage of the frozen base weights (memgraph/model_spec/quantize.py)
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
@@ -235,7 +235,8 @@ class TrainingOptions:
     quantize: str | None = option(
         None, "--quantize",
         "store the frozen base linear weights as bitsandbytes 0.50 does (`4bit`: NF4, blocks of 64, double "
-        "quantisation, compute in the model's dtype, as QLoRA); needs `--lora-rank`, cuda target, fp32 or bf16",
+        "quantisation, compute in the model's dtype, as QLoRA; `8bit`: LLM.int8, threshold 6.0, no outlier "
+        "column modelled); needs `--lora-rank`, cuda target, fp32 or bf16",
         choices=QUANTIZE, default_text="none")
     grad_accum: int = option(
         1, "--grad-accum", "micro-steps per optimizer step; gradients accumulate between them", metavar="N",

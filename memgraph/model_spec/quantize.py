@@ -30,6 +30,19 @@ Backward (``MatMul4Bit.backward``): ``F.dequantize_4bit(B, state)``: with double
 ``bitsandbytes::dequantize_4bit`` a ``[out, in]`` weight in the original weight's dtype, ``.to(grad.dtype)``,
 and ``torch.matmul(grad_output, W)``; the temporaries are freed when backward returns.
 
+``8bit`` is LLM.int8 as transformers loads it (``BitsAndBytesConfig(load_in_8bit=True)``: ``Linear8bitLt`` with
+``has_fp16_weights=False``, ``threshold = llm_int8_threshold = 6.0``), :class:`Linear8bitLtStandIn`:
+storage ``int8 [out, in]`` (``Int8Params.CB``) and its row statistics ``SCB`` (``float32 [out]``). Forward
+(autograd/_functions.py ``MatMul8bitLt.forward``, CUDA ops in backends/cuda/ops.py and backends/default/ops.py):
+``A.to(float16)`` (a copy unless the input is float16), ``int8_vectorwise_quant``: ``row_stats float32 [M]``,
+``out_row int8 [M, K]``, and for the threshold ``A.abs() >= threshold`` (``[M, K]`` float16, then bool) with
+``outliers.any(dim=0)``; then ``int8_mixed_scaled_mm`` -> ``int8_scaled_mm``: ``int8_linear_matmul``'s
+``int32 [M, N]``, ``int8_mm_dequant``'s ``float16 [M, N]`` and ``.to(dtype)`` (a copy unless float16).
+``ctx.tensors = (CAt, subA, A)`` keeps the layer's input alive for backward. The outlier columns are data:
+none is modelled (each one would add ``subA [M, 1]``, a dequantised weight column, and, when any exists, the
+second ``[M, N]`` output of ``output.addmm(subA, subB)``). Backward (``MatMul8bitLt.backward``): ``CB.to(A.dtype,
+copy=True)`` (the whole weight), ``SCB.unsqueeze(1).mul(1/127)`` (``float32 [out, 1]``), ``torch.matmul``.
+
 Which linears: every ``nn.Linear`` but the output embedding (transformers' ``get_keys_to_not_convert`` keeps
 ``lm_head`` in full precision) and the LoRA adapters.
 """
@@ -159,6 +172,73 @@ class _NoCtx:
     pass
 
 
+LLM_INT8_THRESHOLD = 6.0  # transformers BitsAndBytesConfig llm_int8_threshold default
+
+
+class _MatMul8bitLt(torch.autograd.Function):
+    """The allocations of bitsandbytes 0.50.1 ``MatMul8bitLt`` (module docstring), no outlier column."""
+
+    @staticmethod
+    def forward(ctx, x, layer):
+        a = x.reshape(-1, x.shape[-1])
+        rows, n = a.shape[0], layer.out_features
+        ca, sca = _int8_vectorwise_quant(a.to(torch.float16), LLM_INT8_THRESHOLD)  # locals until forward returns
+        out_i32 = torch.empty((rows, n), dtype=torch.int32, device=x.device)  # int8_linear_matmul
+        out16 = torch.empty_like(out_i32, dtype=torch.float16)  # int8_mm_dequant, while out_i32 is its argument
+        if layer.bias is not None:
+            out16.add_(layer.bias)  # fused (float16) or out.add_(bias)
+        out = out16.to(x.dtype)  # int8_mm_dequant's return: out_i32 and out16 still alive
+        del out_i32, out16
+        ctx.layer, ctx.a, ctx.shape = layer, a, x.shape  # ctx.tensors = (CAt, subA, A)
+        return out.reshape(*x.shape[:-1], n)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        layer = ctx.layer
+        grad_output = grad_output.reshape(-1, grad_output.shape[-1]).contiguous()
+        cb = layer.weight.to(ctx.a.dtype, copy=True)  # state.CB (the int8 weight) .to(ctx.dtype_A, copy=True)
+        cb.mul_(layer.SCB.unsqueeze(1).mul(1.0 / 127.0))
+        grad_a = torch.matmul(grad_output.to(ctx.a.dtype), cb).view(ctx.shape)
+        return grad_a, None
+
+
+def _int8_vectorwise_quant(a16: torch.Tensor, threshold: float):
+    """backends/cuda/ops.py ``int8_vectorwise_quant``: row_stats, out_row and the outlier search (none found)."""
+    row_stats = torch.empty(a16.shape[0], dtype=torch.float32, device=a16.device)
+    out_row = torch.empty(a16.shape, dtype=torch.int8, device=a16.device)
+    if threshold > 0.0:
+        outliers = a16.abs() >= threshold
+        outliers.any(dim=0)
+        del outliers
+    return out_row, row_stats
+
+
+class Linear8bitLtStandIn(torch.nn.Module):
+    """What ``bnb.nn.Linear8bitLt(has_fp16_weights=False)`` holds and allocates (module docstring): int8 weight
+    (a frozen parameter) and its float32 row statistics ``SCB`` (a buffer)."""
+
+    def __init__(self, linear: torch.nn.Linear):
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        device = linear.weight.device
+        self.weight = torch.nn.Parameter(torch.empty(linear.weight.shape, dtype=torch.int8, device=device),
+                                         requires_grad=False)
+        self.bias = None
+        if linear.bias is not None:
+            self.bias = torch.nn.Parameter(linear.bias.detach(), requires_grad=False)
+        self.register_buffer("SCB", torch.empty(self.out_features, dtype=torch.float32, device=device),
+                             persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _MatMul8bitLt.apply(x, self)
+        with torch.no_grad():
+            return _MatMul8bitLt.forward(_NoCtx(), x, self)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8, threshold={LLM_INT8_THRESHOLD}"
+
+
 def quantize_base_linears(model: torch.nn.Module, opts: TrainingOptions) -> list[str]:
     """Replace every frozen base ``nn.Linear`` (not the output embedding, not a LoRA adapter) with a
     :class:`Linear4bitStandIn`; returns the replaced module paths."""
@@ -173,12 +253,21 @@ def quantize_base_linears(model: torch.nn.Module, opts: TrainingOptions) -> list
         if type(module) is not torch.nn.Linear or module is output or ".lora_" in path:
             continue
         parent_path, _, name = path.rpartition(".")
-        setattr(model.get_submodule(parent_path), name, Linear4bitStandIn(module, compute_dtype=dtype))
+        stand_in = (Linear4bitStandIn(module, compute_dtype=dtype) if opts.quantize == "4bit"
+                    else Linear8bitLtStandIn(module))
+        setattr(model.get_submodule(parent_path), name, stand_in)
         replaced.append(path)
     return replaced
 
 
 def quantize_notes(model: torch.nn.Module) -> list[str]:
+    int8 = sum(isinstance(m, Linear8bitLtStandIn) for m in model.modules())
+    if int8:
+        return [f"--quantize 8bit: {int8} linear weights stored as bitsandbytes 0.50.1 LLM.int8 (int8 weight, float32 "
+                f"row statistics); forward quantises each input to int8 with threshold {LLM_INT8_THRESHOLD} and finds "
+                "no outlier column (outliers are data: each adds a column of the input and of the weight, and any "
+                "adds a second output from addmm); the layer input is kept for backward, which dequantises the "
+                "weight (model_spec/quantize.py)"]
     layers = [m for m in model.modules() if isinstance(m, Linear4bitStandIn)]
     if not layers:
         return []

@@ -78,6 +78,7 @@ register(
     "reduction", "aten.sum", "aten.mean", "aten.argmax", "aten.linalg_vector_norm",
     # small reductions over token ids and masks (vision-language inputs, packed-sequence checks)
     "aten.cumsum", "aten.prod", "aten.max", "aten._is_all_true",
+    "aten.any",  # bitsandbytes' int8_vectorwise_quant outlier search (model_spec/quantize.py, --quantize 8bit)
     note="reduced output (one per reduced tensor, the same size or smaller); CPU reductions keep their "
          "per-thread partials off the c10 allocator",
 )
