@@ -30,6 +30,9 @@ HELP_DEFAULTS = {
     "--target": "cuda", "--attn": "auto", "--gradient-checkpointing": "off", "--input": "none",
     "--gpu": "h100-80gb", "--allocator-conf": "$PYTORCH_CUDA_ALLOC_CONF", "--images": "the model's",
     "--loop": "auto", "--stage": "none", "--zero-grad": "set-to-none", "--loss": "auto",
+    "--lora-rank": "no LoRA", "--lora-alpha": "8, PEFT's", "--lora-targets": "PEFT's default for the model type",
+    "--lora-dropout": "0.0, PEFT's", "--dora": "off", "--quantize": "none", "--grad-accum": "1",
+    "--optimizer-in-backward": "off",
 }
 
 
@@ -93,7 +96,10 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "attn_implementation": "sdpa", "gradient_checkpointing": True, "inputs": ("x=float32[2]",),
             "gpu": "a100-80gb",  # the catalog key, whatever the case given
             "allocator_conf": "expandable_segments:True", "images": 2, "loop": "trainer", "stage": "2",
-            "zero_grad": "zero", "loss": "sum"}
+            "zero_grad": "zero", "loss": "sum",
+            # the fine-tuning knobs exclude --train/--freeze/--stage: defaults here, parsed in tests/test_lora.py
+            "lora_rank": None, "lora_alpha": None, "lora_targets": None, "lora_dropout": None, "dora": False,
+            "quantize": None, "grad_accum": 1, "optimizer_in_backward": False}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():
         assert getattr(got, name) == value, name
@@ -140,7 +146,7 @@ def test_bad_values_name_the_flag_and_the_text(argv, message, capsys):
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"optimizer": "lion"}, "unknown optimizer 'lion': pass --optimizer one of sgd, sgd-momentum, adam, adamw"),
+    ({"optimizer": "rmsprop"}, "unknown optimizer 'rmsprop': pass --optimizer one of sgd, sgd-momentum, sgd-nesterov, adam, adamw"),
     ({"seq_len": 0}, "sequence length 0 is not a positive integer: pass --seq-len N with N >= 1"),
     ({"batch_size": None}, "batch size None is not a positive integer: pass --batch-size N with N >= 1"),
     ({"attn_implementation": "xformers"}, "unknown attention implementation 'xformers': pass --attn one of"),

@@ -10,11 +10,12 @@ import torch
 from memgraph.model_spec.build import build_model
 from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.losses import loss_and_model_batch
-from memgraph.model_spec.optimizers import make_optimizer
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.trace.grad_scaler import make_scaler
 from memgraph.trace.training_step import train_iteration
+from memgraph.trace.grad_accumulation import iteration_function
+from memgraph.trace.optimizer_in_backward import make_step_optimizer
 
 SEED = 0
 
@@ -42,15 +43,15 @@ def build_run(spec: ModelSpec, opts: TrainingOptions, device: str) -> RealRun:
     batch = batch_spec.make(device, gen)
     compute_loss, model_batch = loss_and_model_batch(spec, opts, batch_spec, batch)
     impl = resolved.optimizer_impl
-    optimizer = make_optimizer(opts.optimizer, [p for p in model.parameters() if p.requires_grad], impl)
+    optimizer = make_step_optimizer(opts, [p for p in model.parameters() if p.requires_grad], impl)
     return RealRun(model, model_batch, compute_loss, optimizer, impl, opts)
 
 
 def run_iteration(run: RealRun, autocast=None, scaler=None) -> None:
     """One ``train_iteration`` of ``run`` with its resolved loop options."""
     o = run.options
-    train_iteration(run.model, run.batch, run.compute_loss, run.optimizer, autocast=autocast, scaler=scaler,
-                    loop=o.loop, zero_grad=o.zero_grad)
+    iteration_function(o)(run.model, run.batch, run.compute_loss, run.optimizer, autocast=autocast, scaler=scaler,
+                          loop=o.loop, zero_grad=o.zero_grad)
 
 
 def precision_context(opts: TrainingOptions, device: str):

@@ -7,6 +7,7 @@ from dataclasses import replace
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.lora import apply_finetuning
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.stages import apply_stage
@@ -62,4 +63,4 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    return model
+    return apply_finetuning(model, opts)  # LoRA / QLoRA (model_spec/lora.py); after checkpointing, as PEFT expects

@@ -23,7 +23,12 @@ from memgraph.facts.gpus import DEFAULT_GPU, get_gpu
 PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16", "fp16")
 MIXED_PRECISIONS = ("fp16-mixed", "bf16-mixed")
 BF16_PRECISIONS = ("bf16-mixed", "bf16")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "none")  # none: forward and backward only
+# sgd-nesterov, adafactor, lion, adam8bit, adamw8bit, paged-adamw8bit: memgraph/model_spec/optimizers.py says
+# what state each keeps and where its rules come from (the 8-bit ones: bitsandbytes, emulated on meta)
+OPTIMIZERS = ("sgd", "sgd-momentum", "sgd-nesterov", "adam", "adamw", "adafactor", "lion",
+              "adam8bit", "adamw8bit", "paged-adamw8bit", "none")  # none: forward and backward only
+BNB_8BIT_OPTIMIZERS = ("adam8bit", "adamw8bit", "paged-adamw8bit")
+QUANTIZE = ("4bit", "8bit")  # bitsandbytes storage of the frozen base weights (memgraph/model_spec/quantize.py)
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
@@ -107,6 +112,17 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
+    return value
+
+
+def probability(text: str) -> float:
+    """A dropout probability in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 1)")
     return value
 
 
@@ -248,6 +264,35 @@ class TrainingOptions:
         "`logits.sum().backward()` benchmarks do); `cross-entropy`: `F.cross_entropy(out, target)`, where `target` is the `--input` named "
         "`target` (integer class indices; it is not passed to the model), e.g. `--input target=int64[32]<10`",
         choices=LOSSES)
+    # -- fine-tuning knobs (LoRA through PEFT, QLoRA storage, gradient accumulation, optimizer in backward) --
+    lora_rank: int | None = option(
+        None, "--lora-rank",
+        "train LoRA adapters of this rank (PEFT's `get_peft_model`; the base model is frozen)",
+        metavar="R", parse=positive_int, default_text="no LoRA", noun="LoRA rank")
+    lora_alpha: int | None = option(
+        None, "--lora-alpha", "LoRA scaling numerator (with `--lora-rank`)", metavar="A", parse=positive_int,
+        default_text="8, PEFT's", noun="LoRA alpha")
+    lora_targets: str | None = option(
+        None, "--lora-targets",
+        "modules that get adapters: `all-linear`, or module names such as `q_proj,v_proj` (with `--lora-rank`)",
+        metavar="NAMES", default_text="PEFT's default for the model type", noun="LoRA targets")
+    lora_dropout: float | None = option(
+        None, "--lora-dropout", "dropout on the adapters' input (with `--lora-rank`)", metavar="P",
+        parse=probability, default_text="0.0, PEFT's", noun="LoRA dropout")
+    dora: bool = option(False, "--dora", "weight-decomposed LoRA (PEFT's `use_dora`; with `--lora-rank`)")
+    quantize: str | None = option(
+        None, "--quantize",
+        "store the frozen base linear weights as bitsandbytes 0.50 does (`4bit`: NF4, blocks of 64, double "
+        "quantisation, compute in the model's dtype, as QLoRA; `8bit`: LLM.int8, threshold 6.0, no outlier "
+        "column modelled); needs `--lora-rank`, cuda target, fp32 or bf16",
+        choices=QUANTIZE, default_text="none")
+    grad_accum: int = option(
+        1, "--grad-accum", "micro-steps per optimizer step; gradients accumulate between them", metavar="N",
+        parse=positive_int, noun="gradient accumulation steps")
+    optimizer_in_backward: bool = option(
+        False, "--optimizer-in-backward",
+        "step each parameter in its post-accumulate-grad hook and free its gradient there (torchtune's "
+        "optimizer-in-backward)")
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
@@ -287,6 +332,7 @@ class TrainingOptions:
             raise MemgraphError(f"{e.args[0]}: pass --gpu with a name from 'memgraph gpus'") from None
         object.__setattr__(self, "gpu", gpu.key)
         _precision_supported(self.precision, self.target, gpu)
+        _knobs_consistent(self)
         if self.attn_implementation == "flash_attention_2" and self.target != "cuda":
             raise MemgraphError("--attn flash_attention_2 needs a GPU: use --target cuda, or --attn sdpa on the cpu target")
 
@@ -310,6 +356,35 @@ def _precision_supported(precision: str, target: str, gpu) -> None:
             f"--precision {precision} needs native bfloat16 (compute capability >= 8.0) but {gpu.name} is {cc}: "
             "use --precision fp16-mixed or fp32, or pick a newer --gpu"
         )
+
+
+def _knobs_consistent(o: TrainingOptions) -> None:
+    """The fine-tuning knobs that only make sense together, or on one target."""
+    if o.lora_rank is None:
+        given = [flag for flag, on in (("--lora-alpha", o.lora_alpha is not None), ("--lora-targets", o.lora_targets),
+                                       ("--lora-dropout", o.lora_dropout is not None), ("--dora", o.dora),
+                                       ("--quantize", o.quantize)) if on]
+        if given:
+            raise MemgraphError(f"{given[0]} needs --lora-rank R: the adapters are what trains")
+    elif o.train or o.freeze or o.stage is not None:
+        raise MemgraphError("--lora-rank trains the adapters only (PEFT freezes the rest): drop --train/--freeze/--stage")
+    if o.lora_dropout is not None and not 0 <= o.lora_dropout < 1:
+        raise MemgraphError(f"LoRA dropout {o.lora_dropout!r} is not in [0, 1): pass --lora-dropout P")
+    if o.quantize is not None and o.target != "cuda":
+        raise MemgraphError(f"--quantize {o.quantize} emulates bitsandbytes' CUDA kernels: use --target cuda")
+    if o.quantize is not None and o.precision in MIXED_PRECISIONS:
+        raise MemgraphError(f"--quantize {o.quantize} with --precision {o.precision} is not modelled: QLoRA recipes "
+                            "use --precision bf16 (compute dtype bfloat16)")
+    if o.quantize is not None and o.dora:
+        raise MemgraphError("--dora with --quantize is not modelled: drop one of them")
+    if o.optimizer in BNB_8BIT_OPTIMIZERS and o.target != "cuda":
+        raise MemgraphError(f"--optimizer {o.optimizer} emulates bitsandbytes' CUDA kernels: use --target cuda")
+    if o.optimizer_in_backward and o.precision == "fp16-mixed":
+        raise MemgraphError("--optimizer-in-backward with --precision fp16-mixed: the GradScaler unscales all gradients "
+                            "before one step, which per-parameter steps cannot do; use bf16-mixed or bf16")
+    if o.optimizer_in_backward and o.grad_accum > 1:
+        raise MemgraphError("--optimizer-in-backward steps at every backward, so gradients cannot accumulate: "
+                            "drop --grad-accum (torchtune refuses the same combination)")
 
 
 def _positive(label: str, value, flag: str) -> None:

@@ -13,9 +13,9 @@ from memgraph.facts.ops.registry import workspace_bytes
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.build import build_model
 from memgraph.model_spec.defaults import resolve_defaults
+from memgraph.model_spec.lora import finetuning_notes
 from memgraph.model_spec.losses import loss_and_model_batch
 from memgraph.model_spec.modality import module_modalities
-from memgraph.model_spec.optimizers import make_optimizer
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import grad_scaler_state
@@ -34,7 +34,8 @@ from memgraph.trace.module_tracking import ModuleStack
 from memgraph.trace.recorder import Recorder
 from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
-from memgraph.trace.training_step import train_iteration
+from memgraph.trace.grad_accumulation import iteration_function
+from memgraph.trace.optimizer_in_backward import OptimizerInBackward, make_step_optimizer
 from memgraph.units import human_bytes
 
 
@@ -75,7 +76,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     impl = resolved.optimizer_impl
     trainable = [p for p in model.parameters() if p.requires_grad]
     with fused_on_meta():
-        optimizer = make_optimizer(opts.optimizer, trainable, impl)
+        optimizer = make_step_optimizer(opts, trainable, impl)
 
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
@@ -86,6 +87,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     owners = _parameter_owners(model)
     _register_existing(rec, model, batch, owners)
     trainable_sids = {rec.sid_of(p) for p in trainable}
+    if isinstance(optimizer, OptimizerInBackward):  # gradients live (and die) inside backward
+        optimizer.on_grad = lambda p: rec.mark_role(p.grad, Role.GRADIENT, owners.get(id(p)))
 
     def mark_gradients() -> None:
         for p in trainable:
@@ -111,7 +114,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
-            train_iteration(model, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
+            iteration_function(opts)(model, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
                             autocast=forward_context, loop=opts.loop,
                             scaler=scaler, zero_grad=opts.zero_grad)
             mark_gradients()  # --zero-grad zero / none: the gradients stay allocated
@@ -130,6 +133,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
+               + finetuning_notes(model, optimizer)
                + (kv_cache.notes() if opts.loop == "plain" else [])),
         unknowns=runtime.kernels.unknowns() if runtime is not None else [],
         assumptions=resolved.assumptions,

@@ -49,31 +49,36 @@ def train_iteration(
     scaler=None,
     loop: str = "plain",
     zero_grad: str = "set-to-none",
+    micro_steps: int = 1,
 ) -> None:
-    """forward, loss, backward, optimizer step (if ``optimizer``), then clear the gradients.
+    """forward, loss, backward (``micro_steps`` times: gradient accumulation, memgraph/trace/grad_accumulation.py),
+    optimizer step (if ``optimizer``), then clear the gradients.
 
     ``autocast``: a zero-argument factory of the context forward and loss run in (``None``: none).
     ``scaler``: a ``torch.amp.GradScaler``-like object (``None``: plain backward and step).
-    ``loop``: ``"plain"`` keeps the outputs to the end of the iteration, ``"trainer"`` drops them
-    once the loss is taken (see the module docstring).
+    ``loop``: ``"plain"`` keeps the outputs to the end of the iteration (with accumulation: until the next
+    micro-step's forward rebinds them), ``"trainer"`` drops them once the loss is taken (see the module docstring).
     ``zero_grad``: ``"set-to-none"``, ``"zero"`` or ``"none"`` (see the module docstring).
+    With ``micro_steps`` > 1 each loss is divided by ``micro_steps`` before backward, as the Trainer does.
     """
     args, kwargs = batch
-    set_phase("forward")
-    if autocast is None:
-        outputs = model(*args, **kwargs)
-        loss = compute_loss(outputs)
-    else:
-        with autocast():
+    outputs = loss = None
+    for _ in range(micro_steps):
+        set_phase("forward")
+        if autocast is None:
             outputs = model(*args, **kwargs)
-            loss = compute_loss(outputs)
-    if loop == "trainer":
-        del outputs
-    set_phase("backward")
-    if scaler is None:
-        loss.backward()
-    else:
-        scaler.scale(loss).backward()
+            loss = compute_loss(outputs) if micro_steps == 1 else compute_loss(outputs) / micro_steps
+        else:
+            with autocast():
+                outputs = model(*args, **kwargs)
+                loss = compute_loss(outputs) if micro_steps == 1 else compute_loss(outputs) / micro_steps
+        if loop == "trainer":
+            outputs = None
+        set_phase("backward")
+        if scaler is None:
+            loss.backward()
+        else:
+            scaler.scale(loss).backward()
     if optimizer is not None:
         set_phase("optimizer")
         if scaler is None:
