@@ -69,12 +69,12 @@ BOARDS: tuple[tuple[str, str, int, int | None, tuple[int, int], str], ...] = (
         "'A10: 23028MiB' (modal-labs/modal-client PR #2797)",
     ),
     (
-        "a30", "NVIDIA A30", 25343295488, 24258, (8, 0),
+        "a30", "NVIDIA A30", 25343295488, 24576, (8, 0),
         "deviceQuery 'NVIDIA A30' (driver/runtime 12.5/12.1, CC 8.0): 24169 MB (25,343,295,488 bytes) "
-        "(a transcribed A30 spec sheet in the code corpus); nvidia-smi 'NVIDIA A30 On ... 3MiB / "
-        "24258MiB' on driver 470.82.01 (PaddleTS GPU install docs). DOUBT: the two totals come from "
-        "different driver generations (the A100 40GB's nvidia-smi total moved 40536 -> 40960MiB "
-        "between such drivers); no same-driver pair was found",
+        "(a transcribed A30 spec sheet in the code corpus); nvidia-smi 'NVIDIA A30 Off ... 0MiB / "
+        "24576MiB' on driver 575.64.03 (same figure in several 535+ tables). Driver 470.82.01 showed "
+        "24258MiB (PaddleTS GPU install docs): like the A100 40GB (40536 -> 40960MiB) the nvidia-smi "
+        "total grew with newer drivers. No deviceQuery and nvidia-smi pair from one machine was found",
     ),
     # ---- Ada (sm89) ------------------------------------------------------------------------------
     (
