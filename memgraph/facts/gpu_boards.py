@@ -10,8 +10,8 @@ the catalog. The two totals mean exactly what the ``gpus`` module docstring says
     ("Total amount of global memory: N MBytes (B bytes)", exact bytes); a torch
     ``_CudaDeviceProperties(... total_memory=NMB)`` print, which is ``totalGlobalMem / (1024ull *
     1024)`` in integer arithmetic (torch/csrc/cuda/Module.cpp, the ``__repr__`` bound in
-    ``registerCudaDeviceProperties``), so the row stores ``N * MiB``: at most 1 MiB below the true value; a ComfyUI ``/system_stats`` ``vram_total``,
-    which is ``torch.cuda.mem_get_info(dev)[1]`` (comfy/model_management.py ``get_total_memory``,
+    ``registerCudaDeviceProperties``), so the row stores ``N * MiB``: at most 1 MiB below the true
+    value; a ComfyUI ``/system_stats`` ``vram_total``, which is ``torch.cuda.mem_get_info(dev)[1]`` (comfy/model_management.py ``get_total_memory``,
     ``_, mem_total_cuda = torch.cuda.mem_get_info(dev)``), exact bytes; or ComfyUI's log line
     "Total VRAM N MB" (the same total / 2**20, printed with ``{:0.0f}``, i.e. rounded).
 ``nvml_total_mib``
@@ -22,9 +22,9 @@ Both totals depend on the driver (tens of MiB across versions, see ``gpus``) and
 boards, on the ECC mode: the driver takes the ECC check bits out of the frame buffer, so e.g. an
 RTX A6000 or L40 shows 49140MiB with ECC off and 46068MiB with ECC on. Every row says which
 driver and ECC state its figures were seen with where the public output shows it. In the Windows
-(WDDM) outputs found (RTX 3080, 5080, 5090) the CUDA total is within 1 MiB of the nvidia-smi total,
-while Linux outputs of the same boards are a few hundred MiB lower; the rows are Linux figures
-unless the source says WINDOWS.
+(WDDM) outputs found the CUDA total is about the nvidia-smi total (RTX 3080: 10240 vs 10240 MiB,
+RTX 5090: 32606.6 vs 32607, RTX A4000: 16379.1 vs 16376), while Linux outputs of the same boards
+are a few hundred MiB lower; the rows are Linux figures unless the source says WINDOWS.
 
 The figures come from public outputs found in the stored GitHub/web corpus (the ``search`` and
 ``find_string`` tools); each ``source`` names the output, the numbers as printed and where it was
@@ -176,8 +176,10 @@ BOARDS: tuple[tuple[str, str, int, int | None, tuple[int, int], str], ...] = (
 NOT_CATALOGUED: dict[str, tuple[str, int | None, tuple[int, int] | None, str]] = {
     "rtx-a4000": (
         "NVIDIA RTX A4000", 16376, (8, 6),
-        "no deviceQuery/torch total found; nvidia-smi 'NVIDIA RTX A4000 Off ... 1MiB / 16376MiB' "
-        "(geerlingguy/raspberry-pi-pcie-devices issue #791, driver 580.95.05)",
+        "no Linux deviceQuery/torch total found (a Windows deviceQuery.exe, driver/runtime 12.3/12.1, "
+        "prints 16376 MBytes (17174683648 bytes), more than the nvidia-smi total); nvidia-smi "
+        "'NVIDIA RTX A4000 Off ... 1MiB / 16376MiB' (geerlingguy/raspberry-pi-pcie-devices issue "
+        "#791, driver 580.95.05)",
     ),
     "rtx-4000-ada": (
         "NVIDIA RTX 4000 Ada Generation", 20475, (8, 9),
