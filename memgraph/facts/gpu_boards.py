@@ -11,7 +11,8 @@ the catalog. The two totals mean exactly what the ``gpus`` module docstring says
     ``_CudaDeviceProperties(... total_memory=NMB)`` print, which is ``totalGlobalMem / (1024ull *
     1024)`` in integer arithmetic (torch/csrc/cuda/Module.cpp, the ``__repr__`` bound in
     ``registerCudaDeviceProperties``), so the row stores ``N * MiB``: at most 1 MiB below the true
-    value; a ComfyUI ``/system_stats`` ``vram_total``, which is ``torch.cuda.mem_get_info(dev)[1]`` (comfy/model_management.py ``get_total_memory``,
+    value; a ComfyUI ``/system_stats`` ``vram_total``, which is ``torch.cuda.mem_get_info(dev)[1]``
+    (comfy/model_management.py ``get_total_memory``,
     ``_, mem_total_cuda = torch.cuda.mem_get_info(dev)``), exact bytes; or ComfyUI's log line
     "Total VRAM N MB" (the same total / 2**20, printed with ``{:0.0f}``, i.e. rounded).
 ``nvml_total_mib``
