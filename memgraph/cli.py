@@ -38,9 +38,21 @@ def _training_args(p: argparse.ArgumentParser, command: str) -> None:
         if flag.analyze_only and command != "analyze":
             continue
         names = (flag.name, flag.short) if flag.short else (flag.name,)
-        g.add_argument(*names, dest=f.name, help=_help(f), **_argparse_kwargs(f))
+        kwargs = _argparse_kwargs(f)
+        if command == "analyze" and f.name in SWEEPABLE:  # a comma list analyses each size (memgraph/sweep.py)
+            kwargs.update(type=positive_int_list, metavar=f"{flag.metavar}[,{flag.metavar}...]")
+        g.add_argument(*names, dest=f.name, help=_help(f), **kwargs)
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE ('-': standard output, the default)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+SWEEPABLE = ("batch_size", "seq_len")  # analyze takes a comma list of these: one analysis per size, one process
+
+
+def positive_int_list(text: str) -> int | tuple[int, ...]:
+    """``4`` -> 4; ``1,2,4`` -> (1, 2, 4): each item a positive integer."""
+    items = tuple(positive_int(item.strip()) for item in text.split(","))
+    return items[0] if len(items) == 1 else items
 
 
 def _argparse_kwargs(f: Field) -> dict:
@@ -151,8 +163,21 @@ def _analyze(a) -> str:
     from memgraph.api import analyze
     from memgraph.render.formats import render
 
+    if any(isinstance(getattr(a, name), tuple) for name in SWEEPABLE):
+        return _analyze_sweep(a)
     result = analyze(a.model, training_options(a))
     return render(result, a.format, a.depth)
+
+
+def _analyze_sweep(a) -> str:
+    from memgraph.sweep import analyze_many, render_sweep
+
+    sizes = {name: getattr(a, name) if isinstance(getattr(a, name), tuple) else (getattr(a, name),)
+             for name in SWEEPABLE}
+    options = training_options(argparse.Namespace(**{**vars(a), "batch_size": sizes["batch_size"][0],
+                                                     "seq_len": sizes["seq_len"][0]}))
+    points = analyze_many(a.model, options, list(sizes["batch_size"]), list(sizes["seq_len"]))
+    return render_sweep(points, a.format, a.depth)
 
 
 def _measure(a) -> str:
