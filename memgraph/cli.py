@@ -162,10 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _analyze(a) -> str:
     from memgraph.api import analyze
     from memgraph.render.formats import render
+    from memgraph.sweep import paused_gc
 
     if any(isinstance(getattr(a, name), tuple) for name in SWEEPABLE):
         return _analyze_sweep(a)
-    result = analyze(a.model, training_options(a))
+    with paused_gc():  # tracing and analysis make millions of objects that live to the end (sweep.py)
+        result = analyze(a.model, training_options(a))
     return render(result, a.format, a.depth)
 
 
