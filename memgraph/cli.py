@@ -172,8 +172,9 @@ def _analyze(a) -> str:
 
 
 def _analyze_sweep(a) -> str:
-    from memgraph.sweep import analyze_many, render_sweep
+    from memgraph.sweep import analyze_many, check_sweep_format, render_sweep
 
+    check_sweep_format(a.format)
     sizes = {name: getattr(a, name) if isinstance(getattr(a, name), tuple) else (getattr(a, name),)
              for name in SWEEPABLE}
     options = training_options(argparse.Namespace(**{**vars(a), "batch_size": sizes["batch_size"][0],

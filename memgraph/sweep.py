@@ -224,6 +224,13 @@ SWEEP_COLUMNS = ("batch", "seq len", "peak allocated", "first iteration", "peak 
                  "peak at", "log")
 
 
+def check_sweep_format(fmt: str) -> None:
+    """Refuse, before any work, a format that shows one analysis only."""
+    if fmt not in ("table", "md", "json"):
+        raise MemgraphError(f"--format {fmt} shows one analysis: pass one --batch-size and one --seq-len, or use "
+                            "--format table, md or json for a sweep")
+
+
 def render_sweep(points: list[SweepPoint], fmt: str, depth: int = 3) -> str:
     """``table``/``md``: one row per size; ``json``: the list of full JSON reports, each with ``sweep_source``."""
     if fmt == "json":
@@ -233,9 +240,7 @@ def render_sweep(points: list[SweepPoint], fmt: str, depth: int = 3) -> str:
 
         reports = [{**json.loads(render_json(p.result, depth)), "sweep_source": p.source} for p in points]
         return json.dumps(reports, indent=2) + "\n"
-    if fmt not in ("table", "md"):
-        raise MemgraphError(f"--format {fmt} shows one analysis: pass one --batch-size and one --seq-len, or use "
-                            "--format table, md or json for a sweep")
+    check_sweep_format(fmt)
     from tabulate import tabulate
 
     rows = [_sweep_row(p) for p in points]
@@ -255,4 +260,4 @@ def _sweep_row(p: SweepPoint) -> list[str]:
             human_bytes(r.first_iteration_peak.bytes), reserved, total, fits, where, p.source]
 
 
-__all__ = ["AffineFit", "SweepPoint", "analyze_many", "analyze_trace", "paused_gc", "render_sweep"]
+__all__ = ["AffineFit", "SweepPoint", "analyze_many", "analyze_trace", "check_sweep_format", "paused_gc", "render_sweep"]

@@ -99,3 +99,11 @@ def test_sweep_table_and_json(capsys):
     reports = json.loads(capsys.readouterr().out)
     assert [r["options"]["batch_size"] for r in reports] == [2, 3, 4]
     assert [r["sweep_source"] for r in reports] == ["traced", "interpolated from batch 2 and 4", "traced"]
+
+
+def test_html_sweep_is_refused_before_any_trace(capsys, monkeypatch):
+    import memgraph.sweep
+
+    monkeypatch.setattr(memgraph.sweep, "analyze_many", lambda *a, **k: pytest.fail("traced before the format check"))
+    assert main(["analyze", LLAMA, "--batch-size", "2,4", "-f", "html"]) == 2
+    assert "--format html shows one analysis" in capsys.readouterr().err
