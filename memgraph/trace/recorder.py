@@ -170,6 +170,8 @@ class Recorder(TorchDispatchMode):
 
     # -- ops ------------------------------------------------------------------------------
     def _tracked(self, t) -> bool:
+        if self.device_type == "meta":  # no torch.device object made per tensor
+            return t.is_meta
         return t.device.type == self.device_type
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
