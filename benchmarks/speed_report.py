@@ -4,7 +4,7 @@
     python benchmarks/speed_report.py --parts trace    # one part: trace, process, sweep
     python benchmarks/speed_report.py --no-make-fx     # skip make_fx (the slowest column)
 
-1. trace: per model, in this process and with the same built model and batch, two iterations of the
+1. trace (printed last): per model, in this process and with the same built model and batch, two iterations of the
    training step (fp32, foreach AdamW) on meta: plainly (no recorder: the floor of any meta-device
    tracer), under memgraph's trace (``trace_training`` less building the model and batch, which it
    also does) and under ``make_fx`` (one iteration traced, doubled). CPU seconds of this process
@@ -145,12 +145,14 @@ def main() -> None:
     if a.models:
         MODELS[:] = [m for m in MODELS if m[0] in a.models.split(",")]
     parts = a.parts.split(",")
-    if "trace" in parts:
-        _trace_part(not a.no_make_fx)
+    # Child processes first: a child's ru_maxrss starts from its parent's RSS at fork (Linux keeps the
+    # high-water mark across exec), so they are started while this process is still small.
     if "process" in parts:
         _process_part()
     if "sweep" in parts:
         _sweep_part()
+    if "trace" in parts:
+        _trace_part(not a.no_make_fx)
 
 
 if __name__ == "__main__":
