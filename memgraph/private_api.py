@@ -422,7 +422,38 @@ current_graph_task_id = torch._C._current_graph_task_id
 #   re-read whenever the original changes: the guard compares the original's source hash.
 #   Read from torch 2.13.0 (same source in 2.12.1), torch/distributed/_tools/mod_tracker.py.
 # --------------------------------------------------------------------------------------------
-from torch.distributed._tools.mod_tracker import ModTracker  # noqa: E402
+
+
+def _import_mod_tracker():
+    """``torch.distributed._tools.mod_tracker`` without running its package's ``__init__``.
+
+    ``torch/distributed/_tools/__init__.py`` (torch 2.13.0) imports every memory and runtime estimator
+    there (FSDPMemTracker, MemTracker, RuntimeEstimator, SACEstimator, hence torch.distributed.tensor):
+    1.7 CPU s of a 4 s import, none of it used here. mod_tracker.py itself imports only torch, torch.nn
+    and torch.utils (no relative imports), so the file is loaded alone and registered under its own
+    name: a later import of the package reuses it. Any surprise: the ordinary import."""
+    import importlib.util
+    import os
+    import sys
+
+    name = "torch.distributed._tools.mod_tracker"
+    if name not in sys.modules:
+        path = os.path.join(os.path.dirname(torch.distributed.__file__), "_tools", "mod_tracker.py")
+        spec = importlib.util.spec_from_file_location(name, path) if os.path.isfile(path) else None
+        if spec is None or spec.loader is None:
+            importlib.import_module(name)
+        else:
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+    return sys.modules[name].ModTracker
+
+
+ModTracker = _import_mod_tracker()
 
 MOD_TRACKER_FW_PRE_HOOK_HASHES = {"70e122fa78b3679b": "torch 2.12.1 and 2.13.0"}
 
