@@ -25,7 +25,9 @@ from dataclasses import dataclass, field, fields, replace
 
 from memgraph.api import analyze_traced
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import resolve
 from memgraph.units import human_bytes
 
 SEQ_STEP = 256  # --solve seq-len answers in multiples of this many tokens (flash/efficient kernels tile by 128)
@@ -70,7 +72,7 @@ CANDIDATES = (
               "none: how Hugging Face's Trainer already runs"),
     Candidate("expandable segments", (("allocator_conf", "expandable_segments:True"),),
               "none: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, less fragmentation"),
-    Candidate("8-bit AdamW (bitsandbytes)", (("optimizer", "adamw8bit"),),
+    Candidate("8-bit AdamW (bitsandbytes)", (("optimizer", "adamw8bit"), ("optimizer_impl", "auto")),
               "block-wise quantised optimizer state; usually the same accuracy"),
     Candidate("optimizer step in backward", (("optimizer_in_backward", True),),
               "per-parameter steps as gradients arrive; no gradient accumulation or clipping over all"),
@@ -147,6 +149,9 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress=N
         raise MemgraphError(f"--solve {solve!r}: pass batch-size or seq-len")
     say = progress or (lambda text: None)
     start = time.perf_counter()
+    # Every 'auto' resolved first (attention, loop, optimizer implementation), so a change is compared with
+    # what your settings really run, and the flags of the best combination are explicit.
+    opts = resolve_defaults(resolve(model), opts).options
     say("your settings")
     yours, trace = _analyze(model, opts, "your settings")
     report = FitReport(model, yours.result.device["gpu_name"], yours.capacity, yours, solve, None, "")
@@ -164,7 +169,6 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress=N
 
 def _solve_batch(model: str, opts: TrainingOptions, yours: Outcome, trace, report: FitReport, say) -> None:
     from memgraph.sweep import AffineFit, analyze_trace  # the interpolation of memgraph/sweep.py
-    from memgraph.model_spec.sources import resolve
 
     spec = resolve(model)
     lo = max(2, opts.batch_size)  # batch 1 can record a different stream (size-1 dims): interpolate from 2 up

@@ -40,3 +40,16 @@ def test_candidates_apply_only_when_they_change_something():
     assert ckpt.applies_to(TrainingOptions(seq_len=128))
     assert not Candidate("no such option", (("no_such_field", 1),), "").applies_to(opts)
     assert not Candidate("bad value", (("optimizer", "no-such-optimizer"),), "").applies_to(opts)
+
+
+@pytest.mark.slow  # dozens of analyses of a tiny model at large batches
+def test_whole_fit_on_a_small_gpu():
+    from memgraph.fit import fit
+
+    r = fit(TINY, TrainingOptions(seq_len=256, gpu="t4"))
+    assert r.yours.fits_with_margin and r.largest and r.largest > 1
+    # the answer is confirmed by real traces: it fits, one more does not
+    at, above = r.confirmations
+    assert at.fits_with_margin and not above.fits_with_margin
+    assert (at.options.batch_size, above.options.batch_size) == (r.largest, r.largest + 1)
+    assert all(o.device_total for o in r.changes)  # every change analysed for real
