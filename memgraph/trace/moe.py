@@ -18,8 +18,8 @@ dtypes or GPUs (``aten/src/ATen/native/cuda/GroupedBlas.cpp``: ``_grouped_mm_fal
 groups with ``mm_out`` into one output tensor. The output shape never depends on ``offs``'s values (the
 groups are rows of one ``[S, N]`` output; an empty group writes nothing), so no values are needed.
 
-:class:`GroupedMMOnMeta` is a dispatch mode entered *below* the recorder: for a non-bfloat16 ``_grouped_mm``
-on meta it returns the output the meta kernel would have made for bfloat16 (same shape rules,
+:func:`grouped_mm_on_meta` (called by :class:`~memgraph.trace.meta_kernels.MetaKernelFixes`, a dispatch mode
+below the recorder): for a non-bfloat16 ``_grouped_mm`` on meta it returns the output the meta kernel would have made for bfloat16 (same shape rules,
 ``_create_grouped_mm_output_tensor`` without the CUDA-only row padding, which the CPU build of torch does
 not apply either), in the input's dtype. Backward (``derivatives.yaml``: ``_grouped_mm`` again on the
 transposed operands) goes through the same mode.
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import torch
 
-from memgraph.private_api import TorchDispatchMode
 from memgraph.private_api import disable_current_modes as _disable_current_modes
 
 aten = torch.ops.aten
@@ -47,24 +46,17 @@ def grouped_mm_output_shape(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor
     return [a.size(0), a.size(1), b.size(-1)]  # batched
 
 
-class GroupedMMOnMeta(TorchDispatchMode):
-    """Answer ``aten._grouped_mm`` on meta for the dtypes the CPU and CUDA fallback kernels accept."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is aten._grouped_mm.default:
-            a, b = args[0], args[1]
-            if a.device.type == "meta" and not (a.dtype == b.dtype == torch.bfloat16):
-                offs = args[2] if len(args) > 2 else kwargs.get("offs")
-                out_dtype = (args[4] if len(args) > 4 else kwargs.get("out_dtype")) or a.dtype
-                self.calls += 1
-                with _disable_current_modes():
-                    return torch.empty(grouped_mm_output_shape(a, b, offs), dtype=out_dtype, device="meta")
-        return func(*args, **kwargs)
+def grouped_mm_on_meta(func, args, kwargs):
+    """The meta output of a non-bfloat16 ``aten._grouped_mm`` (None: not such a call; let the kernel run)."""
+    if func is not aten._grouped_mm.default:
+        return None
+    a, b = args[0], args[1]
+    if a.device.type != "meta" or a.dtype == b.dtype == torch.bfloat16:
+        return None
+    offs = args[2] if len(args) > 2 else kwargs.get("offs")
+    out_dtype = (args[4] if len(args) > 4 else kwargs.get("out_dtype")) or a.dtype
+    with _disable_current_modes():
+        return torch.empty(grouped_mm_output_shape(a, b, offs), dtype=out_dtype, device="meta")
 
 
-__all__ = ["GroupedMMOnMeta", "grouped_mm_output_shape"]
+__all__ = ["grouped_mm_on_meta", "grouped_mm_output_shape"]

@@ -29,7 +29,7 @@ from memgraph.trace.event_log import EventLog, Origin, Role
 from memgraph.trace.fused_optimizers import fused_on_meta
 from memgraph.trace.grad_scaler import make_scaler
 from memgraph.trace.module_tracking import ModuleStack
-from memgraph.trace.moe import GroupedMMOnMeta
+from memgraph.trace.meta_kernels import MetaKernelFixes
 from memgraph.trace.recorder import Recorder
 from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
@@ -96,8 +96,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     kv_cache = _KVCacheWatch(rec)
     rec.enter(0, "setup")
     bounds = []
-    grouped_mm = GroupedMMOnMeta()  # below the recorder: MoE experts' GEMM in the dtypes real kernels take
-    with fused_on_meta(), modules, values, grouped_mm, rec, torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
+    fixes = MetaKernelFixes(opts.target)  # below the recorder: meta kernels corrected to the target's (MoE, conv)
+    with fused_on_meta(), modules, values, fixes, rec, torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)

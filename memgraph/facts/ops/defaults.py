@@ -265,3 +265,15 @@ register(
     note="tokens per expert; CPU: bins+1 edges and a {num_threads, bins} per-thread histogram",
     workspace={"cpu": cpu.histc},
 )
+register(
+    "reduction", "aten.any", "aten.all",
+    note="bool reductions over masks (transformers' padding-mask checks, read back with .item()): a bool output",
+)
+register(
+    "inplace", "aten.unsqueeze_", "aten.scatter_",
+    note="in place on its first argument (BigBird's block-sparse layout); no allocation",
+)
+register(
+    "indexing", "aten.scatter_add",
+    note="a clone of self, then added into in place: output only (BigBird's random-block gradients)",
+)
