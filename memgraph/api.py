@@ -10,19 +10,32 @@ from dataclasses import asdict, replace
 from memgraph.allocator.replay import device_peaks
 from memgraph.analysis.result import Result
 from memgraph.analysis.summarize import summarize
+from memgraph.model_spec.objects import spec_from_object
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
 from memgraph.trace.tracer import trace_training
 
 
-def analyze(model: str, options: TrainingOptions | None = None, **kwargs) -> Result:
+def _spec(model):
+    """A ModelSpec for a string (zoo name, config path, ``module:function``) or a Python object
+    (``nn.Module``, zero-argument factory, ``PretrainedConfig``: model_spec/objects.py)."""
+    return resolve(model) if isinstance(model, str) else spec_from_object(model)
+
+
+def analyze(model, options: TrainingOptions | None = None, **kwargs) -> Result:
     """Predict the memory of ``options.iterations`` training iterations of ``model``.
 
-    ``model`` is a zoo name, a config.json path or model folder, or ``module:function``;
-    keyword arguments build :class:`TrainingOptions` when ``options`` is not given.
+    ``model`` is a zoo name, a config.json path or model folder, ``module:function``, an ``nn.Module``
+    (built on meta is cheapest), a zero-argument function returning one, or a transformers
+    ``PretrainedConfig`` with ``architectures`` set; keyword arguments build :class:`TrainingOptions`
+    when ``options`` is not given.
     """
     opts = options or TrainingOptions(**kwargs)
-    spec = resolve(model)
+    return analyze_spec(_spec(model), opts)
+
+
+def analyze_spec(spec, opts: TrainingOptions) -> Result:
+    """:func:`analyze` of a resolved :class:`~memgraph.model_spec.sources.ModelSpec`."""
     trace = trace_training(spec, opts)
     result = summarize(trace, spec.name, opts.to_dict(), opts.target)
     if opts.target == "cuda":
@@ -30,7 +43,7 @@ def analyze(model: str, options: TrainingOptions | None = None, **kwargs) -> Res
     return result
 
 
-def measure(model: str, device: str = "cpu", options: TrainingOptions | None = None, snapshot: str | None = None,
+def measure(model, device: str = "cpu", options: TrainingOptions | None = None, snapshot: str | None = None,
             **kwargs) -> dict:
     """Run the same step for real on ``device`` and return the measured record.
 
@@ -41,4 +54,4 @@ def measure(model: str, device: str = "cpu", options: TrainingOptions | None = N
     opts = options or TrainingOptions(**{"target": device, **kwargs})
     if opts.target != device:  # the measured step must be the one the same-named target predicts
         opts = replace(opts, target=device)
-    return run_measurement(resolve(model), opts, device, snapshot=snapshot)
+    return run_measurement(_spec(model), opts, device, snapshot=snapshot)
