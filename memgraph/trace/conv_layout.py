@@ -43,10 +43,14 @@ def _wants_channels_last(x: torch.Tensor, w: torch.Tensor, backend: str, groups:
 
 
 def _restrided(t, memory_format):
-    if not isinstance(t, torch.Tensor) or t.is_contiguous(memory_format=memory_format):
+    """``t`` with exactly the strides ``empty(..., memory_format=...)`` gives: compared stride by stride, since a
+    [1, C, 1, 1] tensor is "contiguous" in both formats but the CPU kernel's (128, 1, 128, 128) strides make the
+    next kernel suggest channels-last where (128, 1, 1, 1) would not."""
+    if not isinstance(t, torch.Tensor):
         return t
     with _disable_current_modes():
-        return torch.empty(t.shape, dtype=t.dtype, device=t.device, memory_format=memory_format)
+        want = torch.empty(t.shape, dtype=t.dtype, device=t.device, memory_format=memory_format)
+    return t if tuple(want.stride()) == tuple(t.stride()) else want
 
 
 def cpu_conv_layout(func, args, kwargs, out):
