@@ -14,7 +14,7 @@ real run draws them (``[0, HIGH)``, or all true for bool), from their own genera
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -40,7 +40,9 @@ class InputSpec:
     shape: tuple[int, ...]
     dtype: torch.dtype
     high: int | None = None  # integer inputs: values in [0, high) when made for real
-    fill: int | float | None = None  # every element has this value (``=FILL``), e.g. an all-ones mask
+    # every element has this value (``=FILL``), e.g. an all-ones mask; keyword-only, so that subclasses'
+    # positional fields (multimodal_inputs.KnownInput's values) keep their places
+    fill: int | float | None = field(default=None, kw_only=True)
 
     def make(self, device: str | torch.device, generator: torch.Generator | None = None) -> torch.Tensor:
         """An input tensor: uninitialised on meta, its fill or random on a real device."""
@@ -89,7 +91,7 @@ def parse_input(text: str) -> InputSpec:
     dtype = DTYPES[dtype_name.lower()]
     if high is not None and (dtype.is_floating_point or dtype == torch.bool):
         raise MemgraphError(f"--input {text!r}: '<HIGH' applies to integer inputs only")
-    return InputSpec(name, shape, dtype, int(high) if high else None, _fill(text, fill_text, dtype))
+    return InputSpec(name, shape, dtype, int(high) if high else None, fill=_fill(text, fill_text, dtype))
 
 
 def _fill(text: str, fill_text: str | None, dtype: torch.dtype) -> int | float | None:
