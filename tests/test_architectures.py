@@ -24,6 +24,7 @@ from tests.conftest import CONFIGS
 TOLERANCE = 0.01
 CONVNEXT = "tests.fixtures.arch_nets:convnext"
 CONVNEXT_INPUT = "x=float32[4,3,32,32]"
+REGNET_INPUT = "x=float32[2,3,32,32]"
 
 
 # -- mixture of experts --------------------------------------------------------------------------------
@@ -106,6 +107,19 @@ def test_bigbird_and_masked_sdpa_trace_on_meta():
     masked = ("input_ids=int64[2,32]<1000", "attention_mask=int64[2,32]=1", "labels=int64[2,32]<1000")
     r = analyze(str(CONFIGS / "tiny-llama.json"), attn_implementation="sdpa", inputs=masked, target="cpu")
     assert "attention_mask=int64[2,32]=1" in r.batch
+
+
+# -- constructors that compute with tensors ------------------------------------------------------------
+def test_constructor_that_reads_tensors_back_builds_on_meta():
+    """RegNet-style widths: arange 0..3 * 8 + 16 = [16, 24, 32, 40]; log2(w / 16) rounded = [0, 1, 1, 1];
+    16 * 2^c / 8 rounded * 8 = [16, 32, 32, 32]. Computed on shadow values; the weights stay on meta."""
+    from memgraph.model_spec.build import build_model
+
+    model = build_model(resolve("tests.fixtures.arch_nets:regnet"), TrainingOptions(inputs=(REGNET_INPUT,)), "meta",
+                        constructor_values=__import__("memgraph.trace.shadow_values", fromlist=["x"]).ShadowValues)
+    assert model.widths == [16, 32, 32, 32]
+    assert all(p.device.type == "meta" for p in model.parameters())
+    assert analyze("tests.fixtures.arch_nets:regnet", inputs=(REGNET_INPUT,), target="cpu").steady_state_peak.bytes > 0
 
 
 # -- bring your own model ------------------------------------------------------------------------------
@@ -194,6 +208,11 @@ def test_masked_input_within_1_percent():
 def test_convnext_depthwise_within_1_percent(ref):
     """Depthwise 7x7 convolutions on channels-last activations (module:function and file.py:function)."""
     _within(ref, inputs=(CONVNEXT_INPUT,))
+
+
+@pytest.mark.slow
+def test_regnet_style_constructor_within_1_percent():
+    _within("tests.fixtures.arch_nets:regnet", inputs=(REGNET_INPUT,))
 
 
 @pytest.mark.slow

@@ -58,7 +58,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything."""
     start = time.perf_counter()
     device = "meta"
-    model = build_model(spec, opts, device, checkpoint_context_fn)
+    model = build_model(spec, opts, device, checkpoint_context_fn, constructor_values=ShadowValues)  # values for constructors that compute
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     batch = batch_spec.make(device)
     shadows = ShadowValues()  # real values of the small integer inputs (token layout, grid sizes)
