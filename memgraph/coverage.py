@@ -386,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="shell pattern on the model type, e.g. 'mixtral' or 'qwen*'")
     parser.add_argument("--sample", action="store_true", help="one architecture per family (a quick check)")
     parser.add_argument("--out", default="reports/coverage.md", help="markdown report (the JSON goes beside it)")
+    parser.add_argument("--update", action="store_true",
+                        help="re-run only the selected architectures and replace their rows in the existing report")
     args = parser.parse_args(argv)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     bad = [t for t in tasks if t not in TASK_MAPPINGS]
@@ -399,9 +401,23 @@ def main(argv: list[str] | None = None) -> int:
             for model_type in SAMPLE.get(task, []):
                 rows += sweep([task], model_type, None, sys.stderr)
         write_reports(rows, Path(args.out), 0.0)
+    elif args.update:
+        update(Path(args.out), sweep(tasks, args.only, None, sys.stderr))
     else:
         sweep(tasks, args.only, Path(args.out), sys.stderr)
     return 0
+
+
+def update(out: Path, fresh: list[Row]) -> None:
+    """Replace the rows of ``fresh``'s (task, architecture) pairs in the report at ``out`` (its JSON beside it)."""
+    payload = json.loads(out.with_suffix(".json").read_text())
+    new = {(r.task, r.model_type): r for r in fresh}
+    rows = []
+    for data in payload["rows"]:
+        key = (data["task"], data["model_type"])
+        rows.append(new.pop(key) if key in new else Row(**data))
+    rows.extend(new.values())
+    write_reports(rows, out, payload.get("seconds", 0.0), payload.get("planned"))
 
 
 if __name__ == "__main__":
