@@ -14,33 +14,52 @@ from memgraph.analysis.summarize import summarize
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
 from memgraph.facts.gpus import get_gpu
+from memgraph.model_spec.objects import spec_from_object
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
 from memgraph.trace import progress
 from memgraph.trace.tracer import Trace, trace_training
 
 
-def analyze(model: str, options: TrainingOptions | None = None, **kwargs) -> Result:
+def _spec(model):
+    """A ModelSpec for a string (zoo name, config path, ``module:function``) or a Python object
+    (``nn.Module``, zero-argument factory, ``PretrainedConfig``: model_spec/objects.py)."""
+    return resolve(model) if isinstance(model, str) else spec_from_object(model)
+
+
+def analyze(model, options: TrainingOptions | None = None, **kwargs) -> Result:
     """Predict the memory of ``options.iterations`` training iterations of ``model``.
 
-    ``model`` is a zoo name, a config.json path or model folder, or ``module:function``;
-    keyword arguments build :class:`TrainingOptions` when ``options`` is not given.
+    ``model`` is a zoo name, a config.json path or model folder, ``module:function``, an ``nn.Module``
+    (built on meta is cheapest), a zero-argument function returning one, or a transformers
+    ``PretrainedConfig`` with ``architectures`` set; keyword arguments build :class:`TrainingOptions`
+    when ``options`` is not given.
     """
     return analyze_traced(model, options or TrainingOptions(**kwargs))[0]
 
 
-def analyze_traced(model: str, opts: TrainingOptions) -> tuple[Result, Trace]:
+def analyze_traced(model, opts: TrainingOptions) -> tuple[Result, Trace]:
     """:func:`analyze`, also returning the trace (its event log, categorised) for exports such as
     :func:`predicted_snapshot`."""
     progress.stage("resolving the model")
-    spec = resolve(model)
+    return analyze_spec(_spec(model), opts)
+
+
+def analyze_spec(spec, opts: TrainingOptions) -> tuple[Result, Trace]:
+    """:func:`analyze_traced` of a resolved :class:`~memgraph.model_spec.sources.ModelSpec`."""
     trace = trace_training(spec, opts)
+    return result_of_trace(spec.name, opts, trace), trace
+
+
+def result_of_trace(name: str, opts: TrainingOptions, trace: Trace) -> Result:
+    """The analysis passes and, for the cuda target, the allocator replay over one trace (also an
+    interpolated one: memgraph/sweep.py)."""
     progress.stage("analysing the event log")
-    result = summarize(trace, spec.name, opts.to_dict(), opts.target)
+    result = summarize(trace, name, opts.to_dict(), opts.target)
     if opts.target == "cuda":
         progress.stage("replaying the caching allocator")
         result.device = asdict(device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf))
-    return result, trace
+    return result
 
 
 def predicted_snapshot(trace: Trace, opts: TrainingOptions) -> dict:
@@ -53,7 +72,7 @@ def predicted_snapshot(trace: Trace, opts: TrainingOptions) -> dict:
     return memory_snapshot(trace.log, options, get_gpu(opts.gpu).allocator_budget_bytes)
 
 
-def measure(model: str, device: str = "cpu", options: TrainingOptions | None = None, snapshot: str | None = None,
+def measure(model, device: str = "cpu", options: TrainingOptions | None = None, snapshot: str | None = None,
             **kwargs) -> dict:
     """Run the same step for real on ``device`` and return the measured record.
 
@@ -64,4 +83,4 @@ def measure(model: str, device: str = "cpu", options: TrainingOptions | None = N
     opts = options or TrainingOptions(**{"target": device, **kwargs})
     if opts.target != device:  # the measured step must be the one the same-named target predicts
         opts = replace(opts, target=device)
-    return run_measurement(resolve(model), opts, device, snapshot=snapshot)
+    return run_measurement(_spec(model), opts, device, snapshot=snapshot)

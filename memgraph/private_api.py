@@ -414,6 +414,33 @@ current_graph_task_id = torch._C._current_graph_task_id
 
 
 # --------------------------------------------------------------------------------------------
+# Tensor._use_count, torch._C._storage_Use_Count
+#   for: autograd's in-place gradient accumulation (trace/inplace_grad_sum.py) decides as the engine's
+#   ``can_accumulate_inplace`` does (torch/csrc/autograd/input_buffer.cpp), from the reference counts of a
+#   tensor and of its storage. Read from torch 2.13.0, torch/csrc/autograd/python_variable.cpp and
+#   torch/csrc/StorageMethods.cpp.
+# --------------------------------------------------------------------------------------------
+@_guard("use_counts", "torch", "torch 2.13.0, python_variable.cpp / StorageMethods.cpp")
+def _check_use_counts():
+    problem = _missing(torch.Tensor, "_use_count") or _missing(torch._C, "_storage_Use_Count")
+    if problem:
+        return problem
+    t = torch.empty(2, device="meta")
+    u = t.view(2)
+    if t._use_count() < 1 or torch._C._storage_Use_Count(t.untyped_storage()._cdata) < 1:
+        return "reference counts no longer positive"
+    if u is t:
+        return "view returned the same object"
+    return None
+
+
+def use_counts(t: torch.Tensor) -> tuple[int, int]:
+    """(references to ``t``'s TensorImpl, references to its storage)."""
+    require("use_counts")
+    return t._use_count(), torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+
+# --------------------------------------------------------------------------------------------
 # torch.distributed._tools.mod_tracker.ModTracker, and a copy of its _fw_pre_hook
 #   for: backward attribution (which module's backward is running). memgraph's tracker changes
 #   one line of ModTracker._fw_pre_hook (how the end of a module's backward is detected, see
@@ -817,5 +844,5 @@ __all__ = [
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",
-    "storage_key", "suggest_memory_format", "tree_flatten", "tree_map",
+    "storage_key", "suggest_memory_format", "tree_flatten", "tree_map", "use_counts",
 ]

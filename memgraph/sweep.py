@@ -33,7 +33,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 
-from memgraph.allocator.replay import device_peaks
+from memgraph.api import result_of_trace
 from memgraph.analysis.result import Result
 from memgraph.analysis.summarize import summarize
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
@@ -90,10 +90,7 @@ def _unique(values: list) -> list:
 
 def analyze_trace(spec: ModelSpec, opts: TrainingOptions, trace: Trace) -> Result:
     """The analysis of one trace (the same passes as :func:`memgraph.api.analyze`)."""
-    result = summarize(trace, spec.name, opts.to_dict(), opts.target)
-    if opts.target == "cuda":
-        result.device = asdict(device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf))
-    return result
+    return result_of_trace(spec.name, opts, trace)
 
 
 def _batch_sweep(spec: ModelSpec, base: TrainingOptions, sizes: list[int], check: bool) -> list[SweepPoint]:

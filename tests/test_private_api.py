@@ -66,6 +66,7 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
                      "aten::native_dropout"),
     "sdp_choice": ("torch._C", "_get_sdp_priority_order", lambda: [7], "_get_sdp_priority_order"),
     "graph_task_id": ("torch._C", "_current_graph_task_id", None, "_current_graph_task_id"),
+    "use_counts": ("torch._C", "_storage_Use_Count", None, "_storage_Use_Count"),
     "mod_tracker": ("torch.distributed._tools.mod_tracker.ModTracker", "_fw_pre_hook",
                     lambda self, mod, input: None, "ModTracker._fw_pre_hook"),
     "fused_devices": ("torch.optim.optimizer", "_get_fused_kernels_supported_devices", None,

@@ -87,8 +87,33 @@ def test_value_dependent_op_without_values_names_op_and_module():
         trace_training(spec, TrainingOptions(inputs=("x=float32[2,4]",), target="cpu"))
 
 
-def test_text_only_batches_carry_no_values():
+def test_text_only_batches_carry_drawn_values():
+    """Every integer input gets values drawn as the real run draws them ([0, vocab)), so model code that reads
+    token ids or masks back runs; floating inputs never get values."""
     spec = resolve(str(CONFIGS / "tiny-llama.json"))
     opts = TrainingOptions(seq_len=16, target="cpu")
     batch_spec = spec.batch(opts, torch.float32)
-    assert ShadowValues().attach_batch(batch_spec, batch_spec.make("meta")) == 0
+    shadows = ShadowValues()
+    _, kwargs = batch_spec.make("meta")
+    assert shadows.attach_batch(batch_spec, ((), kwargs)) == 2  # input_ids and labels
+    ids = shadows.value(kwargs["input_ids"])
+    assert ids.shape == (1, 16) and 0 <= int(ids.min()) and int(ids.max()) < 1000  # tiny-llama's vocab_size
+
+
+def test_fill_inputs_carry_their_value_and_lists_index_shadows():
+    """attention_mask=int64[2,8]=1 is all ones on meta too; x[:, [-1, 0]] (transformers' padding check) keeps values."""
+    from memgraph.model_spec.inputs import Batch, parse_input
+
+    batch_spec = Batch((parse_input("attention_mask=int64[2,8]=1"), parse_input("ids=int64[2,8]<5")), {})
+    _, kwargs = batch_spec.make("meta")
+    shadows = ShadowValues()
+    assert shadows.attach_batch(batch_spec, ((), kwargs)) == 2
+    assert shadows.value(kwargs["attention_mask"]).tolist() == [[1] * 8] * 2
+    with shadows:
+        mask = kwargs["attention_mask"]
+        assert bool(mask.all())  # .item() on meta, answered from the value
+        ends = mask[:, [-1, 0]]
+        assert shadows.value(ends).tolist() == [[1, 1], [1, 1]]
+        assert 0 not in ends  # Tensor.__contains__: (ends == 0).any().item()
+        ones = torch.ones(2, 3, device="meta")  # a float constant fill: BioGPT's default mask
+        assert bool(ones.all())

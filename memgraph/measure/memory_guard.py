@@ -20,6 +20,7 @@ from memgraph.model_spec.build import build_model
 from memgraph.model_spec.optimizers import STATE_TENSORS_PER_PARAMETER
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
+from memgraph.trace.shadow_values import ShadowValues
 from memgraph.trace.tracer import trace_training
 from memgraph.units import human_bytes
 
@@ -44,7 +45,7 @@ def available_bytes() -> int:
 
 def lower_bound_bytes(spec: ModelSpec, opts: TrainingOptions) -> int:
     """Parameters + gradients + optimizer state of the trainable parameters, from a meta build."""
-    model = build_model(spec, replace(opts, target="cpu"), "meta")
+    model = build_model(spec, replace(opts, target="cpu"), "meta", constructor_values=ShadowValues)
     element = PRECISION_DTYPE[opts.precision].itemsize
     params = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 
 import torch
@@ -27,7 +28,8 @@ def resolve_attention(spec: ModelSpec, requested: str) -> str:
     return "eager" if cls is None else default_attention(cls)  # a missing class fails in build with its message
 
 
-def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_context_fn=None) -> torch.nn.Module:
+def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_context_fn=None,
+                constructor_values=None) -> torch.nn.Module:
     """Build ``spec`` on ``device`` in training mode with the requested parameters trainable.
 
     On ``meta``, ``flash_attention_2`` is built as ``sdpa`` and the trace forces PyTorch's flash SDPA
@@ -42,8 +44,7 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_
     if meta and build_opts.attn_implementation == "flash_attention_2":
         build_opts = replace(opts, attn_implementation="sdpa")
     try:
-        with torch.device(device):
-            model = spec.build(build_opts, dtype)
+        model = _construct(spec, build_opts, dtype, device, constructor_values)
     except MemgraphError:
         raise
     except Exception as e:
@@ -64,3 +65,20 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     return apply_finetuning(model, opts)  # LoRA / QLoRA (model_spec/lora.py); after checkpointing, as PEFT expects
+
+
+def _construct(spec: ModelSpec, opts: TrainingOptions, dtype: torch.dtype, device: str, constructor_values=None):
+    """``spec.build`` under ``torch.device(device)``; on meta, inside ``constructor_values()`` when given.
+
+    Some constructors compute with tensors and read the result back (torchvision's RegNet:
+    ``BlockParams.from_init_params`` turns ``torch.arange``/``log``/``round``/``pow`` of its width parameters
+    into Python ints with ``.tolist()``). On meta that has no values ("Cannot copy out of meta tensor"). The
+    tracer passes a context (:class:`memgraph.trace.shadow_values.ShadowValues`) in which integer factories and
+    the small computations on them carry real values, so such a constructor runs as it does on the CPU while the
+    weights stay on meta (never materialised); other constructors are unaffected.
+    """
+    context = constructor_values() if constructor_values is not None and torch.device(device).type == "meta" \
+        else contextlib.nullcontext()
+    with torch.device(device), context:
+        return spec.build(opts, dtype)
+

@@ -1,14 +1,20 @@
 """Input tensors of a training batch: declared as specs, made on any device.
 
 A spec is parsed from ``--input "name=dtype[d0,d1,...]"`` (integers may add ``<HIGH``,
-e.g. ``ids=int64[8,512]<32000``, to draw values in [0, HIGH) when the step runs for real)
-or produced by a task (``tasks.py``) from the model config.
+e.g. ``ids=int64[8,512]<32000``, to draw values in [0, HIGH) when the step runs for real; any
+input may end in ``=FILL`` to give every element that value, e.g. an all-ones attention mask
+``attention_mask=int64[8,512]=1``) or produced by a task (``tasks.py``) from the model config.
+
+Values on meta: an integer or boolean input whose values are known (a fill) is traced with those
+values beside it (``trace/shadow_values.py``), so model code that reads a mask back (``.item()``,
+``.all()``, ``nonzero``) sees what the real run sees; other integer inputs get values drawn as the
+real run draws them (``[0, HIGH)``, or all true for bool), from their own generator.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -24,7 +30,8 @@ DTYPES = {
 }
 DEFAULT_INT_HIGH = 2  # values drawn from [0, 2): valid class labels and token ids for any model
 
-_SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([A-Za-z0-9]+)\s*\[\s*([0-9,\s]*)\]\s*(?:<\s*(\d+))?\s*$")
+_SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([A-Za-z0-9]+)\s*\[\s*([0-9,\s]*)\]\s*(?:<\s*(\d+))?"
+                   r"\s*(?:=\s*([-+]?[0-9.eE+-]+|true|false|True|False))?\s*$")
 
 
 @dataclass(frozen=True)
@@ -33,11 +40,16 @@ class InputSpec:
     shape: tuple[int, ...]
     dtype: torch.dtype
     high: int | None = None  # integer inputs: values in [0, high) when made for real
+    # every element has this value (``=FILL``), e.g. an all-ones mask; keyword-only, so that subclasses'
+    # positional fields (multimodal_inputs.KnownInput's values) keep their places
+    fill: int | float | None = field(default=None, kw_only=True)
 
     def make(self, device: str | torch.device, generator: torch.Generator | None = None) -> torch.Tensor:
-        """An input tensor: uninitialised on meta, random on a real device."""
+        """An input tensor: uninitialised on meta, its fill or random on a real device."""
         if torch.device(device).type == "meta":
             return torch.empty(self.shape, dtype=self.dtype, device=device)
+        if self.fill is not None:
+            return torch.full(self.shape, self.fill, dtype=self.dtype, device=device)
         if self.dtype.is_floating_point:
             return torch.randn(self.shape, dtype=self.dtype, generator=generator).to(device)
         if self.dtype == torch.bool:
@@ -45,9 +57,16 @@ class InputSpec:
         high = self.high or DEFAULT_INT_HIGH
         return torch.randint(0, high, self.shape, dtype=self.dtype, generator=generator).to(device)
 
+    def value(self) -> torch.Tensor | None:
+        """The input's values on the CPU when they are known without a generator (a fill), else None."""
+        if self.fill is None:
+            return None
+        return torch.full(self.shape, self.fill, dtype=self.dtype)
+
     def describe(self) -> str:
         dims = ",".join(str(d) for d in self.shape)
-        return f"{self.name}={str(self.dtype).removeprefix('torch.')}[{dims}]"
+        fill = "" if self.fill is None else f"={self.fill}"
+        return f"{self.name}={str(self.dtype).removeprefix('torch.')}[{dims}]{fill}"
 
 
 # Longer --input text is a paste accident, not a tensor: a name and a few dimensions fit in far less.
@@ -55,16 +74,17 @@ MAX_INPUT_TEXT = 1000
 
 
 def parse_input(text: str) -> InputSpec:
-    """Parse ``name=dtype[d0,d1,...]`` (optionally ``<HIGH``); errors name the bad text."""
+    """Parse ``name=dtype[d0,d1,...]`` (optionally ``<HIGH``, then ``=FILL``); errors name the bad text."""
     if len(text) > MAX_INPUT_TEXT:
         raise MemgraphError(f"--input {text[:40]!r}... is {len(text):,} characters: an input is name=dtype[dims], "
                             f"at most {MAX_INPUT_TEXT} characters")
     m = _SPEC.match(text)
     if not m:
         raise MemgraphError(
-            f"--input {text!r} does not parse: write name=dtype[d0,d1,...], e.g. x=float32[32,3,224,224]"
+            f"--input {text!r} does not parse: write name=dtype[d0,d1,...], e.g. x=float32[32,3,224,224], "
+            "optionally ending in <HIGH (integers) or =FILL, e.g. attention_mask=int64[8,512]=1"
         )
-    name, dtype_name, dims, high = m.groups()
+    name, dtype_name, dims, high, fill_text = m.groups()
     if dtype_name.lower() not in DTYPES:
         raise MemgraphError(
             f"--input {text!r}: unknown dtype {dtype_name!r}; use one of {', '.join(sorted(set(DTYPES)))}"
@@ -80,7 +100,28 @@ def parse_input(text: str) -> InputSpec:
         raise MemgraphError(f"--input {text!r}: '<HIGH' applies to integer inputs only")
     if high is not None and int(high) < 1:
         raise MemgraphError(f"--input {text!r}: '<HIGH' is the exclusive upper end of the values: pass <1 or more")
-    return InputSpec(name, shape, dtype, int(high) if high else None)
+    return InputSpec(name, shape, dtype, int(high) if high else None, fill=_fill(text, fill_text, dtype))
+
+
+def _fill(text: str, fill_text: str | None, dtype: torch.dtype) -> int | float | None:
+    """The ``=FILL`` value, as the dtype takes it (integers and bools: an integer; true/false for bool)."""
+    if fill_text is None:
+        return None
+    if fill_text.lower() in ("true", "false"):
+        if dtype != torch.bool:
+            raise MemgraphError(f"--input {text!r}: true/false fills bool inputs only; give a number")
+        return int(fill_text.lower() == "true")
+    try:
+        value = float(fill_text)
+    except ValueError:
+        raise MemgraphError(f"--input {text!r}: fill {fill_text!r} is not a number") from None
+    if dtype.is_floating_point:
+        return value
+    if value != int(value):
+        raise MemgraphError(f"--input {text!r}: fill {fill_text!r} of an integer input must be an integer")
+    if dtype == torch.bool and int(value) not in (0, 1):
+        raise MemgraphError(f"--input {text!r}: a bool input's fill is 0, 1, true or false")
+    return int(value)
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,12 @@ Floating-point tensors derived from parameters or from float inputs never get sh
 the model's real work stays on meta. When a value-dependent op meets a meta tensor without a
 shadow, the meta kernel's error propagates and the recorder reports the op and the module.
 
-Limits: values exist only for what the seeds determine (random token ids in text-only runs are
-never shadowed: text-only traces do not enter this mode at all); integer tensors computed from
+Every integer or boolean input is a seed (:meth:`ShadowValues.attach_batch`): with a known value
+(a fill such as ``attention_mask=int64[8,512]=1``, a processor-like layout) or drawn as the real run
+draws it. So text-only models that read their masks back (BigBird's block layout, BioGPT's and other
+SDPA models' ``padding_mask.all()``, Megatron-BERT's extended mask) trace.
+
+Limits: values exist only for what the seeds determine; integer tensors computed from
 floats (``argmax`` of logits, top-k routing of mixture-of-experts) have no shadow, so data
 dependence on them still fails; ``torch.tensor`` of non-shadowed meta data stays valueless;
 integer buffers made at build time (the model is built outside this mode) have no shadow.
@@ -67,6 +71,8 @@ DEFAULT_MAX_ELEMENTS = 1 << 20  # shadows for storages of at most this many elem
 # sums and token-type ids. The cap grows with the seeded inputs so that every input size can be
 # analysed, while [b, 1, s, s] masks (s times an input) stay without values.
 DERIVED_ELEMENTS_PER_INPUT_ELEMENT = 4
+
+DRAWN_VALUES_SEED = 0  # generator seed of drawn integer input values (plus the input's position)
 
 # Ops whose output shape (or Python result) depends on values: answered from the shadows.
 _FROM_VALUES = {
@@ -125,17 +131,29 @@ class ShadowValues(TorchDispatchMode):
         self.max_elements = max(self.max_elements, DERIVED_ELEMENTS_PER_INPUT_ELEMENT * t.numel())
 
     def attach_batch(self, batch_spec, batch: tuple[tuple, dict]) -> int:
-        """Attach the known values of a made batch (specs with a ``value()`` method); returns how many."""
+        """Attach values to every integer or boolean input of a made batch; returns how many.
+
+        Known values come from the spec's ``value()`` (processor-like layouts, ``--input ...=FILL``);
+        other integer/bool inputs get values drawn as the real run draws them (``spec.make("cpu", ...)``:
+        ``[0, high)``, all true for bool) from a generator of their own (seeded with
+        :data:`DRAWN_VALUES_SEED` plus the input's position), so they are the same on every trace but not
+        the real run's draws: code that reads them back (masks, ``.item()`` on positions) runs, and sizes that
+        depend on random token ids (none in the supported tasks) could differ."""
         args, kwargs = batch
         if getattr(batch_spec, "positional", False):
             tensors = list(args)
         else:
             tensors = [kwargs.get(s.name) for s in batch_spec.inputs]
         n = 0
-        for spec, t in zip(batch_spec.inputs, tensors):
+        for i, (spec, t) in enumerate(zip(batch_spec.inputs, tensors)):
+            if not _is_meta(t):
+                continue
             value = getattr(spec, "value", None)
-            if callable(value) and _is_meta(t):
-                self.attach(t, value())
+            v = value() if callable(value) else None
+            if v is None and not (t.dtype.is_floating_point or t.dtype.is_complex) and callable(getattr(spec, "make", None)):
+                v = spec.make("cpu", torch.Generator().manual_seed(DRAWN_VALUES_SEED + i))
+            if v is not None:
+                self.attach(t, v)
                 n += 1
         return n
 
@@ -378,7 +396,15 @@ def _makes_values(func, args, kwargs, out) -> bool:
         return False
     if flat_in:  # real tensors only: their values are known
         return True
+    if func.overloadpacket in _CONSTANT_FILLS:  # e.g. BioGPT's float all-ones attention mask, read by .all()
+        return True
     return any(_is_meta(t) and not t.dtype.is_floating_point and not t.dtype.is_complex for t in _flat(out))
+
+
+# Factory ops whose every element is a constant, floating outputs included: a model that makes its own
+# default attention mask (``torch.ones(b, s)``, float32 in BioGPT and Megatron-BERT) reads it back.
+_CONSTANT_FILLS = {aten.ones, aten.zeros, aten.full, aten.new_ones, aten.new_zeros, aten.new_full, aten.ones_like,
+                   aten.zeros_like, aten.full_like, aten.scalar_tensor}
 
 
 class _TensorFromData(TorchFunctionMode):
@@ -390,6 +416,8 @@ class _TensorFromData(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is torch.Tensor.__getitem__:
+            return self._getitem(func, args, kwargs)
         if func is not torch.tensor and func is not torch.as_tensor:
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
@@ -411,6 +439,28 @@ class _TensorFromData(TorchFunctionMode):
             except Exception:
                 return out
         if tuple(ref.shape) == tuple(out.shape):
+            self.shadows._values[out] = ref
+        return out
+
+    def _getitem(self, func, args, kwargs):
+        """``x[:, [-1, 0]]`` on a shadowed ``x``: Python turns the list into an index tensor made on meta in
+        C++ (``indexing_tensor_from_data``) that no dispatch mode sees, so the ``aten.index`` below has a
+        valueless index; the same indexing of the shadow gives the result's values
+        (``PreTrainedModel.warn_if_padding_and_no_attention_mask`` reads ``input_ids[:, [-1, 0]]``)."""
+        out = func(*args, **kwargs)
+        if not _is_meta(out) or out in self.shadows._values or not args or self.shadows.value(args[0]) is None:
+            return out
+        try:
+            cself, cindex = self.shadows._cpu((args[0], args[1]))
+        except _Missing:
+            return out
+        with _disable_current_modes():
+            try:
+                ref = cself[cindex]
+            except Exception:
+                return out
+        if isinstance(ref, torch.Tensor) and tuple(ref.shape) == tuple(out.shape) \
+                and ref.numel() <= self.shadows.max_elements:
             self.shadows._values[out] = ref
         return out
 

@@ -31,6 +31,7 @@ from memgraph.trace.event_log import EventLog, Origin, Role
 from memgraph.trace.fused_optimizers import fused_on_meta
 from memgraph.trace.grad_scaler import make_scaler
 from memgraph.trace.module_tracking import ModuleStack
+from memgraph.trace.meta_kernels import MetaKernelFixes
 from memgraph.trace.recorder import Recorder
 from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
@@ -64,7 +65,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     progress.stage("building the model")
     resolved = resolve_defaults(spec, opts)
     opts = resolved.options
-    model = build_model(spec, opts, device, checkpoint_context_fn)
+    # constructor_values: real values for constructors that compute with tensors (build.py _construct)
+    model = build_model(spec, opts, device, checkpoint_context_fn, constructor_values=ShadowValues)
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     batch = batch_spec.make(device)
     shadows = ShadowValues()  # real values of the small integer inputs (token layout, grid sizes)
@@ -110,7 +112,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     kv_cache = _KVCacheWatch(rec)
     rec.enter(0, "setup")
     bounds = []
-    with fused_on_meta(), modules, values, rec, torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
+    fixes = MetaKernelFixes(opts.target)  # below the recorder: meta kernels corrected to the target's (MoE, conv)
+    with fused_on_meta(), modules, values, fixes, rec, torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)

@@ -269,3 +269,38 @@ register(
     "profiler._record_function_enter",
     note="record_function markers (optimizer.step's profiling range); no tensor memory",
 )
+
+# -- mixture-of-experts routing and grouped GEMM (transformers/integrations/moe.py) ----------------
+register(
+    "matmul", "aten._grouped_mm",
+    note="experts' GEMM: one [S, N] output for the forward (groups are row ranges given by offs), [G, K, N] "
+         "for weight gradients; CPU and CUDA fallback loop mm_out over groups into it, no scratch (measured: "
+         "forward +output only, backward +grad_a +grad_w only). On meta, trace/moe.py answers non-bf16 dtypes",
+)
+register(
+    "routing", "aten.topk", "aten.scatter",
+    note="router top-k (values + int64 indices; the CPU kernel's queues are std::vector) and scatter (a clone "
+         "written in place): outputs only, measured with torch.profiler",
+)
+register(
+    "routing", "aten.sort",
+    note="values + int64 indices; CPU: an arange of the sorted dimension filled into the indices first",
+    workspace={"cpu": cpu.sort},
+)
+register(
+    "routing", "aten.histc",
+    note="tokens per expert; CPU: bins+1 edges and a {num_threads, bins} per-thread histogram",
+    workspace={"cpu": cpu.histc},
+)
+register(
+    "reduction", "aten.all",  # (aten.any is registered with the reductions above; the same facts)
+    note="bool reductions over masks (transformers' padding-mask checks, read back with .item()): a bool output",
+)
+register(
+    "inplace", "aten.unsqueeze_", "aten.scatter_",
+    note="in place on its first argument (BigBird's block-sparse layout); no allocation",
+)
+register(
+    "indexing", "aten.scatter_add",
+    note="a clone of self, then added into in place: output only (BigBird's random-block gradients)",
+)

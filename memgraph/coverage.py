@@ -1,0 +1,424 @@
+"""Coverage sweep: every architecture of transformers' auto mappings, tiny, measured and analysed on the CPU.
+
+``python -m memgraph.coverage [--tasks causal-lm,masked-lm,...] [--only PATTERN] [--out reports/coverage.md]``
+
+For each task family (one transformers auto mapping each, :data:`TASK_MAPPINGS`) and each architecture in it,
+the sweep builds a tiny config from the config class's defaults (:func:`tiny_config`: hidden size 32, 2 layers,
+2 heads, vocabulary 256, sizes of experts, images and sub-configs shrunk alike; never downloaded), runs the
+training step for real on the CPU (:func:`memgraph.measure`, the allocator's steady-state peak), analyses it for
+the ``cpu`` target (:func:`memgraph.analyze`) and writes one row: runs for real / analyses / error %, or the
+failing op or module with a one-line reason. ``reports/coverage.md`` and ``reports/coverage.json`` hold the
+result; the shares that matter are over the architectures whose step runs for real.
+
+Skipped with the reason: architectures whose model class is missing from this transformers build, those that
+need an extra package (``requires_backends``) or remote code, and task families without an input recipe in
+memgraph for that architecture (speech and image-text models other than Whisper, LLaVA and Qwen2-VL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+TASK_MAPPINGS = {  # task family -> transformers.models.auto.modeling_auto mapping
+    "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+    "seq2seq-lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "sequence-classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+    "speech-seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+    "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+}
+# Architectures of these two families that memgraph has an input recipe for (model_spec/tasks.py).
+RECIPES = {"speech-seq2seq": {"whisper"}, "image-text-to-text": {"llava", "qwen2_vl"}}
+# A sample for the test suite: one architecture per family, one of them a mixture of experts.
+SAMPLE = {"causal-lm": ["mixtral"], "masked-lm": ["bert"], "seq2seq-lm": ["t5"],
+          "sequence-classification": ["gpt2"], "image-classification": ["convnext"], "speech-seq2seq": ["whisper"]}
+
+TOLERANCE = 0.01  # 1% of the real CPU peak: the cpu target is exact on dense models, the rest is allocator rounding
+SEQ_LEN, IMAGE_SIZE, BATCH = 16, 32, 1
+PER_MODEL_SECONDS = 90
+
+# -- tiny configs -------------------------------------------------------------------------------------
+HIDDEN, HEADS, KV_HEADS, FFN, VOCAB, LAYERS = 32, 2, 1, 64, 256, 2
+_SIZES = {
+    # width
+    "hidden_size": HIDDEN, "d_model": HIDDEN, "n_embd": HIDDEN, "embed_dim": HIDDEN, "dim": HIDDEN,
+    "embedding_size": HIDDEN, "word_embed_proj_dim": HIDDEN, "projection_dim": HIDDEN,
+    # depth
+    "num_hidden_layers": LAYERS, "n_layer": LAYERS, "n_layers": LAYERS, "num_layers": LAYERS,
+    "encoder_layers": LAYERS, "decoder_layers": LAYERS, "num_decoder_layers": LAYERS, "num_encoder_layers": LAYERS,
+    # heads
+    "num_attention_heads": HEADS, "n_head": HEADS, "n_heads": HEADS, "encoder_attention_heads": HEADS,
+    "decoder_attention_heads": HEADS, "num_heads": HEADS,
+    # feed-forward
+    "intermediate_size": FFN, "ffn_dim": FFN, "encoder_ffn_dim": FFN, "decoder_ffn_dim": FFN, "n_inner": FFN,
+    "d_ff": FFN, "moe_intermediate_size": FFN // 2, "shared_expert_intermediate_size": FFN // 2,
+    "expert_intermediate_size": FFN // 2,
+    # experts
+    "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "n_shared_experts": 1, "moe_topk": 2, "top_k": 2,
+    # multi-head latent attention (DeepSeek)
+    "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
+    # state-space models
+    "state_size": 8, "time_step_rank": 4, "ssm_state_size": 8, "mamba_d_state": 8, "d_state": 8,
+    # images
+    "image_size": IMAGE_SIZE,
+}
+_SMALLER_ONLY = {"num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts", "image_size", "num_experts",
+                 "num_local_experts", "n_routed_experts"}
+
+
+def _shrink(cfg, depth: int = 0) -> None:
+    """Shrink ``cfg`` (a PretrainedConfig) and its sub-configs in place."""
+    from transformers import PretrainedConfig
+
+    before = {k: getattr(cfg, k, None) for k in ("num_hidden_layers", "n_layer", "num_layers")}
+    old_layers = next((v for v in before.values() if isinstance(v, int)), None)
+    aliases = getattr(cfg, "attribute_map", {}) or {}
+    for key, value in _SIZES.items():
+        if aliases.get(key, key) != key and aliases[key] not in _SIZES:
+            continue  # an alias of another quantity (ConvNeXt: num_hidden_layers -> num_stages)
+        cur = getattr(cfg, key, None)
+        if isinstance(cur, int) and not isinstance(cur, bool) and cur > 0:
+            if key in _SMALLER_ONLY and cur <= value:
+                continue
+            try:
+                setattr(cfg, key, value)
+            except Exception:
+                pass
+    kv = getattr(cfg, "num_key_value_heads", None)
+    if isinstance(kv, int) and kv > 0:
+        cfg.num_key_value_heads = KV_HEADS
+    if isinstance(getattr(cfg, "head_dim", None), int):
+        cfg.head_dim = HIDDEN // HEADS
+    for key in ("hidden_sizes", "depths", "num_heads", "embed_dims", "layer_types", "block_types", "mlp_only_layers"):
+        cur = getattr(cfg, key, None)
+        if isinstance(cur, (list, tuple)) and cur:
+            try:
+                if key == "hidden_sizes" or key == "embed_dims":
+                    setattr(cfg, key, [min(int(v), 16 * 2 ** i) for i, v in enumerate(cur)])
+                elif key == "depths":
+                    setattr(cfg, key, [1 for _ in cur])
+                elif key == "num_heads":
+                    setattr(cfg, key, [min(int(v), 2) for v in cur])
+                elif old_layers and len(cur) == old_layers:
+                    setattr(cfg, key, list(cur[:LAYERS]))
+            except Exception:
+                pass
+    if isinstance(getattr(cfg, "patch_size", None), int) and cfg.patch_size > 8 and getattr(cfg, "image_size", None):
+        cfg.patch_size = 8
+    _shrink_vocab(cfg)
+    if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
+        cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's convention: the pad token
+    for key, value in list(vars(cfg).items()):
+        if isinstance(value, PretrainedConfig) and depth < 3:
+            _shrink(value, depth + 1)
+
+
+def _shrink_vocab(cfg) -> None:
+    vocab = getattr(cfg, "vocab_size", None)
+    if not isinstance(vocab, int) or vocab <= VOCAB:
+        return
+    cfg.vocab_size = VOCAB
+    taken = VOCAB - 1
+    for key, value in list(vars(cfg).items()):
+        if not (key.endswith("token_id") or key.endswith("token_index") or key.endswith("token_ids")):
+            continue
+        if isinstance(value, int) and value >= VOCAB:
+            setattr(cfg, key, taken)
+            taken -= 1
+        elif isinstance(value, list) and any(isinstance(v, int) and v >= VOCAB for v in value):
+            new = []
+            for v in value:
+                if isinstance(v, int) and v >= VOCAB:
+                    new.append(taken)
+                    taken -= 1
+                else:
+                    new.append(v)
+            setattr(cfg, key, new)
+
+
+def tiny_config(model_type: str):
+    """The config class's defaults for ``model_type``, shrunk (see :data:`_SIZES`); never downloaded."""
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(model_type)
+    _shrink(cfg)
+    return cfg
+
+
+# -- one architecture -----------------------------------------------------------------------------------
+@dataclass
+class Row:
+    task: str
+    model_type: str
+    model_class: str
+    status: str  # "ok", "analyze-failed", "real-failed", "skipped"
+    runs_for_real: bool = False
+    analyzes: bool = False
+    measured: int | None = None
+    predicted: int | None = None
+    error_pct: float | None = None
+    reason: str = ""
+    seconds: float = 0.0
+    unknown_ops: dict = field(default_factory=dict)
+
+    @property
+    def within(self) -> bool:
+        return self.error_pct is not None and abs(self.error_pct) <= 100 * TOLERANCE
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout(f"over {PER_MODEL_SECONDS} s")
+
+
+def _one_line(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".replace("\n", " ").replace("|", "/")
+    return text[:220]
+
+
+def _spec_and_options(task: str, model_type: str, class_name: str):
+    from memgraph.model_spec.options import TrainingOptions
+    from memgraph.model_spec.sources import ModelSpec
+
+    cfg = tiny_config(model_type)
+    kw = dict(batch_size=BATCH, seq_len=SEQ_LEN, target="cpu", optimizer="adamw")
+    mtask = {"sequence-classification": "custom-named"}.get(task, task)
+    if task == "image-classification":
+        kw.update(image_size=getattr(cfg, "image_size", IMAGE_SIZE) or IMAGE_SIZE, seq_len=None)
+    elif task == "sequence-classification":
+        vocab = getattr(cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg, "vocab_size", VOCAB)
+        kw["inputs"] = (f"input_ids=int64[{BATCH},{SEQ_LEN}]<{vocab}", f"labels=int64[{BATCH}]<{cfg.num_labels}")
+        mtask = "causal-lm"  # a transformers head: inputs by name (options.inputs), loss from the head
+    elif task == "speech-seq2seq":
+        kw.update(audio_seconds=2 * cfg.max_source_positions / 100, seq_len=None, target_len=8)
+    elif task == "image-text-to-text":
+        kw.update(seq_len=64, images=1)
+    spec = ModelSpec(name=f"{model_type} ({class_name})", source="config", task=mtask, config=cfg,
+                     model_class=class_name)
+    return spec, TrainingOptions(**kw)
+
+
+def run_one(task: str, model_type: str, class_name: str) -> Row:
+    """Measure and analyse one architecture (errors become the row's reason)."""
+    import transformers
+
+    from memgraph import api
+
+    row = Row(task, model_type, class_name, "skipped")
+    if task in RECIPES and model_type not in RECIPES[task]:
+        row.reason = "no input recipe in memgraph for this architecture's inputs"
+        return row
+    if getattr(transformers, class_name, None) is None:
+        row.reason = f"transformers {transformers.__version__} has no class {class_name} (extra package needed?)"
+        return row
+    start = time.perf_counter()
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(PER_MODEL_SECONDS)
+    try:
+        try:
+            spec, opts = _spec_and_options(task, model_type, class_name)
+        except Exception as e:
+            row.reason = "config: " + _one_line(e)
+            return row
+        from memgraph.measure import run_measurement
+
+        try:
+            record = run_measurement(spec, opts, "cpu")
+            row.measured = max(it["peak_allocated"] for it in record["iterations"][1:])
+            row.runs_for_real = True
+        except (Exception, _Timeout) as e:
+            row.status, row.reason = "real-failed", "real run: " + _one_line(e)
+        try:
+            spec, opts = _spec_and_options(task, model_type, class_name)
+            result = api.analyze_spec(spec, opts)[0]
+            row.analyzes = True
+            row.predicted = result.steady_state_peak.bytes
+            row.unknown_ops = dict(result.ops.get("unknown", {}))
+        except (Exception, _Timeout) as e:
+            if row.runs_for_real:
+                row.status, row.reason = "analyze-failed", _one_line(e)
+            return row
+        if row.runs_for_real:
+            row.status = "ok"
+            row.error_pct = 100 * (row.predicted - row.measured) / row.measured
+        return row
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        row.seconds = round(time.perf_counter() - start, 2)
+
+
+def architectures(tasks: list[str], only: str | None) -> list[tuple[str, str, str]]:
+    """(task, model type, class) to sweep, taken from the task families in turn (round robin), so that a sweep
+    stopped early has covered every family alike."""
+    from transformers.models.auto import modeling_auto
+
+    per_task = []
+    for task in tasks:
+        mapping = getattr(modeling_auto, TASK_MAPPINGS[task])
+        rows = []
+        for model_type, class_name in mapping.items():
+            if isinstance(class_name, (list, tuple)):
+                class_name = class_name[0]
+            if only and not fnmatch.fnmatch(model_type, only):
+                continue
+            rows.append((task, model_type, class_name))
+        per_task.append(rows)
+    out = []
+    for i in range(max((len(r) for r in per_task), default=0)):
+        out.extend(rows[i] for rows in per_task if i < len(rows))
+    return out
+
+
+# -- report ----------------------------------------------------------------------------------------------
+def shares(rows: list[Row]) -> dict:
+    """Per task: architectures tried, that run for real, and of those the share that analyse / within 1%."""
+    out = {}
+    for task in dict.fromkeys(r.task for r in rows):
+        rs = [r for r in rows if r.task == task]
+        real = [r for r in rs if r.runs_for_real]
+        analyzed = [r for r in real if r.analyzes]
+        within = [r for r in real if r.within]
+        out[task] = {"architectures": len(rs), "skipped": sum(r.status == "skipped" for r in rs),
+                     "runs_for_real": len(real), "analyze": len(analyzed), "within_1pct": len(within),
+                     "analyze_share": len(analyzed) / len(real) if real else math.nan,
+                     "within_share": len(within) / len(real) if real else math.nan}
+    return out
+
+
+def render_markdown(rows: list[Row], seconds: float, total: int | None = None) -> str:
+    import torch
+    import transformers
+
+    lines = ["# Architecture coverage", "",
+             f"`python -m memgraph.coverage` on torch {torch.__version__}, transformers {transformers.__version__}: "
+             f"every architecture of transformers' auto mappings, built tiny from its config class's defaults "
+             f"(hidden {HIDDEN}, {LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, batch {BATCH}, {SEQ_LEN} tokens, "
+             f"{IMAGE_SIZE}-px images, AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
+             f"peak) and analysed for the `cpu` target. Within: |error| <= {100 * TOLERANCE:g}% of the real peak. "
+             f"Sweep time {seconds / 60:.1f} min.", ""]
+    if total is not None and len(rows) < total:
+        lines += [f"**Partial sweep: {len(rows)} of {total} architecture/task pairs** (taken round robin over the "
+                  "task families; the sweep was stopped by its time budget).", ""]
+    lines += [
+             "## Shares (of the architectures whose step runs for real)", "",
+             "| task | architectures | skipped | run for real | analyse | within 1% |", "|---|---|---|---|---|---|"]
+    total = {"architectures": 0, "skipped": 0, "runs_for_real": 0, "analyze": 0, "within_1pct": 0}
+    for task, s in shares(rows).items():
+        for k in total:
+            total[k] += s[k]
+        lines.append(f"| {task} | {s['architectures']} | {s['skipped']} | {s['runs_for_real']} | "
+                     f"{s['analyze']} ({_pct(s['analyze_share'])}) | {s['within_1pct']} ({_pct(s['within_share'])}) |")
+    real = total["runs_for_real"] or 1
+    lines.append(f"| **all** | {total['architectures']} | {total['skipped']} | {total['runs_for_real']} | "
+                 f"{total['analyze']} ({_pct(total['analyze'] / real)}) | "
+                 f"{total['within_1pct']} ({_pct(total['within_1pct'] / real)}) |")
+    lines += ["", "## Runs for real but analysis fails or misses by more than 1%", "",
+              "| task | architecture | measured | predicted | error | reason |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.runs_for_real and not r.within:
+            lines.append(f"| {r.task} | {r.model_type} | {r.measured} | {r.predicted or ''} | "
+                         f"{'' if r.error_pct is None else f'{r.error_pct:+.2f}%'} | {r.reason} |")
+    lines += ["", "## Every architecture", "",
+              "| task | architecture | class | real | analyse | error | unknown ops | reason |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        err = "" if r.error_pct is None else f"{r.error_pct:+.3f}%"
+        unknown = ", ".join(f"{k} x{v}" for k, v in sorted(r.unknown_ops.items()))
+        lines.append(f"| {r.task} | {r.model_type} | {r.model_class} | {'yes' if r.runs_for_real else 'no'} | "
+                     f"{'yes' if r.analyzes else 'no'} | {err} | {unknown} | {r.reason} |")
+    return "\n".join(lines) + "\n"
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x != x else f"{100 * x:.0f}%"
+
+
+def write_reports(rows: list[Row], out: Path, seconds: float, total: int | None = None) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_markdown(rows, seconds, total))
+    payload = {"tolerance": TOLERANCE, "seconds": round(seconds, 1), "planned": total, "shares": shares(rows),
+               "rows": [asdict(r) for r in rows]}
+    out.with_suffix(".json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
+
+
+def sweep(tasks: list[str], only: str | None = None, out: Path | None = None, log=None) -> list[Row]:
+    import warnings
+
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    warnings.filterwarnings("ignore")
+    start = time.perf_counter()
+    rows = []
+    planned = architectures(tasks, only)
+    for i, (task, model_type, class_name) in enumerate(planned):
+        row = run_one(task, model_type, class_name)
+        rows.append(row)
+        if log is not None:
+            err = "" if row.error_pct is None else f" {row.error_pct:+.3f}%"
+            print(f"[{i + 1}] {task} {model_type}: {row.status}{err} {row.reason[:100]} ({row.seconds} s)",
+                  file=log, flush=True)
+        if out is not None and (i + 1) % 10 == 0:
+            write_reports(rows, out, time.perf_counter() - start, len(planned))
+    if out is not None:
+        write_reports(rows, out, time.perf_counter() - start, len(planned))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memgraph.coverage", description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", default=",".join(TASK_MAPPINGS),
+                        help=f"comma-separated task families (default: all of {', '.join(TASK_MAPPINGS)})")
+    parser.add_argument("--only", default=None, help="shell pattern on the model type, e.g. 'mixtral' or 'qwen*'")
+    parser.add_argument("--sample", action="store_true", help="one architecture per family (a quick check)")
+    parser.add_argument("--out", default="reports/coverage.md", help="markdown report (the JSON goes beside it)")
+    parser.add_argument("--update", action="store_true",
+                        help="re-run only the selected architectures and replace their rows in the existing report")
+    args = parser.parse_args(argv)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    bad = [t for t in tasks if t not in TASK_MAPPINGS]
+    if bad:
+        print(f"memgraph.coverage: error: unknown task {bad[0]!r}; use some of {', '.join(TASK_MAPPINGS)}",
+              file=sys.stderr)
+        return 2
+    if args.sample:
+        rows = []
+        for task in tasks:
+            for model_type in SAMPLE.get(task, []):
+                rows += sweep([task], model_type, None, sys.stderr)
+        write_reports(rows, Path(args.out), 0.0)
+    elif args.update:
+        update(Path(args.out), sweep(tasks, args.only, None, sys.stderr))
+    else:
+        sweep(tasks, args.only, Path(args.out), sys.stderr)
+    return 0
+
+
+def update(out: Path, fresh: list[Row]) -> None:
+    """Replace the rows of ``fresh``'s (task, architecture) pairs in the report at ``out`` (its JSON beside it)."""
+    payload = json.loads(out.with_suffix(".json").read_text())
+    new = {(r.task, r.model_type): r for r in fresh}
+    rows = []
+    for data in payload["rows"]:
+        key = (data["task"], data["model_type"])
+        rows.append(new.pop(key) if key in new else Row(**data))
+    rows.extend(new.values())
+    write_reports(rows, out, payload.get("seconds", 0.0), payload.get("planned"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
