@@ -69,11 +69,11 @@ def _expected_context(opts: TrainingOptions, gpu) -> int:
 def _scheduler_fields(result: Result, device: DevicePeaks) -> None:
     """The device peaks, and the top-level fields a scheduler reads (README: JSON report schema)."""
     result.device = asdict(device)
+    result.unknowns = result.device.pop("unknowns")  # once, at the top level
     result.required_bytes = device.steady_state_device_total
     result.required_bytes_upper = device.steady_state_device_total_upper
     result.fits, result.fits_with_margin = device.fits, device.fits_with_margin
     result.gpu = {"key": device.gpu, "name": device.gpu_name, "capacity_bytes": device.capacity_bytes}
-    result.unknowns = [dict(u) for u in device.unknowns]
 
 
 def measure(model: str, device: str = "cpu", options: TrainingOptions | None = None, snapshot: str | None = None,

@@ -59,9 +59,9 @@ def _result() -> Result:
               "steady_state_allocated": 2_345_678, "allocated_upper": 2_345_678, "reserved_upper": 4 * 2**20,
               "unknowns_block_bytes": 0, "context_upper_bytes": 900 * 2**20,
               "steady_state_device_total_upper": 904 * 2**20, "fits_with_margin": True, "context_estimated": True,
-              "context_assumption": "estimated for <sm90>", "cuda_version": 13, "module_loading": "lazy",
-              "unknowns": [{"name": "context <range>", "expected_bytes": 600 * 2**20, "upper_bytes": 900 * 2**20,
-                            "source": "test", "counter": "total"}]}
+              "context_assumption": "estimated for <sm90>", "cuda_version": 13, "module_loading": "lazy"}
+    unknowns = [{"name": "context <range>", "expected_bytes": 600 * 2**20, "upper_bytes": 900 * 2**20,
+                 "source": "test", "counter": "total"}]
     return Result(
         schema_version=SCHEMA_VERSION, model="tests.fixtures.nets:<script>mlp</script>", target="cuda",
         metric="torch.cuda.max_memory_allocated",
@@ -73,7 +73,7 @@ def _result() -> Result:
         ops={"count": 20, "unknown": {"aten.<i>weird</i>": 3}},
         versions={"memgraph": "0.1.0", "torch": "2.4.0"}, notes=["a note with & ampersand"],
         device=device, modalities=modalities, peak_modality="language model",
-        phase_peaks=[_peak(2_000_000, 2, 12), _peak(2_345_678, 2, 16)],
+        phase_peaks=[_peak(2_000_000, 2, 12), _peak(2_345_678, 2, 16)], unknowns=unknowns,
     )
 
 

@@ -70,7 +70,7 @@ def device_lines(r: Result) -> list[str]:
         f"  device total  {human_bytes(d['steady_state_device_total']):>12}  up to "
         f"{human_bytes(d['steady_state_device_total_upper']):>12}  nvidia-smi (reserved + "
         f"{human_bytes(d['context_bytes'])} CUDA context, {context})",
-        interval_line(d),
+        interval_line(d, r.unknowns),
         f"CUDA context: {d['context_assumption']}"
         + ("; --context-bytes replaces it with a measured figure" if d["context_estimated"] else ""),
         fit_line(d),
@@ -78,11 +78,11 @@ def device_lines(r: Result) -> list[str]:
     return lines
 
 
-def interval_line(d: dict) -> str:
+def interval_line(d: dict, unknowns: list[dict]) -> str:
     """``device total X, up to Y: <unknown> +a, <unknown> +b``; the terms add up to Y - X."""
     total, upper = d["steady_state_device_total"], d["steady_state_device_total_upper"]
-    terms = [(u["name"], u["upper_bytes"] - u["expected_bytes"]) for u in d["unknowns"]]
-    allocated_slack = sum(u["upper_bytes"] - u["expected_bytes"] for u in d["unknowns"] if u["counter"] == "allocated")
+    terms = [(u["name"], u["upper_bytes"] - u["expected_bytes"]) for u in unknowns]
+    allocated_slack = sum(u["upper_bytes"] - u["expected_bytes"] for u in unknowns if u["counter"] == "allocated")
     rounding = d["reserved_upper"] - d["steady_state_reserved"] - allocated_slack
     if rounding:
         terms.append(("their own allocator segment, rounded up", rounding))
