@@ -63,8 +63,8 @@ CONTEXT_ESTIMATE_NOTE = (
 #   [d] unslothai/unsloth-zoo PR #1053: 426 MiB on an RTX 6000 Ada (sm89), torch 2.10+cu130, lazy.
 #   [e] ggml-org/llama.cpp PR #23604: a bare context (cudaMemGetInfo, no PyTorch kernels) takes 555 MiB on an
 #       RTX PRO 6000 Blackwell and 107 MiB on an RTX 4060 Ti: the context grows with the SM count.
-#   [f] LMCache/LMCache #4019: ~616 MiB held by a context created by cudaHostRegister alone on a data-centre
-#       node (H100-class, 2026 driver/CUDA 13 stack), before any kernel ran.
+#   [f] LMCache/LMCache #4019 (2026): ~616 MiB held by a context that cudaHostRegister alone created on cuda:0
+#       of an 8-GPU data-centre node (board not named), before any kernel ran.
 #   [g] pytorch/pytorch #12873 (CUDA 10, eager): creating a cuDNN handle loads ~750 MB of kernels, PyTorch's
 #       own ~1 GB, "2GB+" in all; pytorch/pytorch #55277: 1687 MB on an RTX 3090 with torch 1.8.2+cu111 (eager).
 #   A training step then loads the GEMM (cuBLAS/cuBLASLt), attention, norm and optimizer kernels it runs:
@@ -91,7 +91,7 @@ _EAGER_HIGH_EXTRA = 2048 * MiB
 # (first compute capability of the family, label, lazy expected MiB, lazy low MiB, lazy high MiB, sources)
 _LAZY_CONTEXT = (
     ((9, 0), "sm90+ (Hopper, Blackwell)", 600, 450, 900,
-     "bare context 555 MiB (RTX PRO 6000 Blackwell) [e] to ~616 MiB (H100-class node) [f], + 100-300 MiB of step kernels"),
+     "bare context 555 MiB (RTX PRO 6000 Blackwell) [e] to ~616 MiB (8-GPU data-centre node) [f], + 100-300 MiB of step kernels"),
     ((8, 0), "sm80-sm89 (Ampere, Ada)", 500, 256, 750,
      "bare context 256 MiB (RTX 3090, cu128) [c] to 426 MiB (RTX 6000 Ada, cu130) [d], + 100-300 MiB of step kernels"),
     ((0, 0), "sm70-sm75 (Volta, Turing)", 400, 256, 650,
