@@ -313,21 +313,22 @@ class TrainingOptions:
         "optimizer-in-backward)")
     context_bytes: int | None = option(
         None, "--context-bytes",
-        "cuda target: the CUDA context and kernel images of the process (nvidia-smi minus "
+        "the CUDA context and kernel images of the process (nvidia-smi minus "
         "`torch.cuda.memory_reserved()` after a step), e.g. `512MiB` or `1.2GiB`, measured on your stack; it "
         "replaces the estimate, and its range leaves the upper bound",
-        metavar="BYTES", parse=parse_bytes, default_text="estimated", noun="context bytes")
+        metavar="BYTES", parse=parse_bytes, default_text="estimated", noun="context bytes", analyze_only=True)
     cuda_version: str | None = option(
         None, "--cuda-version",
-        "cuda target: CUDA major version of the torch build (CUDA 13 needs compute capability >= 7.5); the "
+        "CUDA major version of the torch build (CUDA 13 needs compute capability >= 7.5); the "
         "context estimate's figures are the same for both, the GPUs they run on are not",
         choices=tuple(map(str, CUDA_MAJORS)),
-        default_text=f"`{PYPI_CUDA_MAJOR}` (the PyPI wheel of torch 2.13), `12` on Volta", noun="CUDA version")
+        default_text=f"`{PYPI_CUDA_MAJOR}` (the PyPI wheel of torch 2.13), `12` on Volta", noun="CUDA version",
+        analyze_only=True)
     module_loading: str = option(
         "lazy", "--module-loading",
-        "cuda target: `CUDA_MODULE_LOADING` of the run: `lazy` (the default since CUDA 12.2) loads the kernels a "
+        "`CUDA_MODULE_LOADING` of the run: `lazy` (the default since CUDA 12.2) loads the kernels a "
         "step uses, `eager` every kernel image of libtorch_cuda, cuBLAS and cuDNN at start (about 1 GiB more)",
-        choices=MODULE_LOADINGS, noun="module loading")
+        choices=MODULE_LOADINGS, noun="module loading", analyze_only=True)
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
