@@ -213,3 +213,44 @@ def test_cpu_target_has_no_interval():
     r = analyze(MLP[0], **{**MLP[1], "target": "cpu"})
     assert r.required_bytes is None and r.fits is None and r.unknowns == []
     assert "up to" not in render(r, "table")
+
+
+def test_near_capacity_the_interval_names_the_segments_the_capped_replay_released(monkeypatch):
+    """The step of test_device_replay.test_steady_state_counts_the_reserved_bytes_at_its_start: with 60 MiB for
+    the allocator and max_split_size_mb:20, the capped replay releases a cached 40 MiB segment; the upper replay
+    is not capped and keeps it."""
+    from dataclasses import asdict
+
+    from memgraph.render.sections import interval_line
+    from tests.test_device_replay import Step
+    from memgraph.trace.event_log import Origin
+
+    _small_h100(monkeypatch, 660 * MiB)
+    s = Step()
+    s.phase("setup")
+    s.alloc("P", 12 * MiB, Origin.PARAMETER)
+
+    def first(s):
+        s.phase("forward")
+        s.alloc("W", 40 * MiB)
+        s.free("W")
+
+    def second(s):
+        s.phase("forward")
+        s.alloc("V", 12 * MiB)
+        s.free("V")
+
+    s.iterate(first)
+    s.iterate(second)
+    one_mib = BoundedUnknown("workspace (test)", 0, 1 * MiB, "test")
+    d = device_peaks(s.log, s.bounds, "h100-80gb", "max_split_size_mb:20", unknowns=[one_mib])
+    assert d.steady_state_reserved == 52 * MiB and d.fits  # test_device_replay's numbers
+    # upper replay, uncapped: block 10 MiB, P 12, W 40 (cached, oversize), V 12 may not split W: a new 12 MiB
+    # segment -> 10 + 12 + 40 + 12 = 74 MiB
+    assert (d.unknowns_block_bytes, d.reserved_upper) == (10 * MiB, 74 * MiB)
+    # 1 (slack) + 9 (rounding to the 10 MiB block) + 12 (the segment the capped replay released) = 22 = 74 - 52
+    assert interval_line(asdict(d), d.unknowns) == (
+        "device total 652.00 MiB, up to 974.00 MiB: workspace (test) +1.00 MiB, CUDA context range for sm90 "
+        "(CUDA 13, lazy loading) +300.00 MiB, their own allocator segment, rounded up +9.00 MiB, cached segments "
+        "the expected replay released near capacity +12.00 MiB")
+    assert not d.fits_with_margin  # 974 MiB > 660 MiB

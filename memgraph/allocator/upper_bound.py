@@ -18,8 +18,14 @@ reserved_upper   the replay run again with one more block, allocated before the 
 total_upper      reserved_upper + the CUDA context's upper end (unless ``--context-bytes`` gave it) + the slacks
                  of any other unknowns that add to the device total only.
 
-Allocator options are not unknowns: the replay follows the configured ``PYTORCH_CUDA_ALLOC_CONF`` exactly.
-What it cannot see (other CUDA streams, other processes, NCCL buffers) is outside a single-stream step.
+Allocator options are not unknowns: the replay follows the configured ``PYTORCH_CUDA_ALLOC_CONF``
+(``garbage_collection_threshold`` aside, which only releases cached blocks; caching_model.py says why it is
+not modelled). Near capacity the expected replay, capped at capacity minus the expected context, may release
+cached segments and retry, as the real allocator does; how much it must release depends on the real context
+size. ``fits_with_margin`` asks the uncapped upper replay to fit below capacity minus the context's upper end,
+so at the upper end no release or retry is ever needed: fragmentation near capacity cannot turn it into an
+out-of-memory error within the model. What the replay cannot see (other CUDA streams, other processes, NCCL
+buffers) is outside a single-process, single-stream step.
 """
 
 from __future__ import annotations
