@@ -254,3 +254,20 @@ def test_near_capacity_the_interval_names_the_segments_the_capped_replay_release
         "(CUDA 13, lazy loading) +300.00 MiB, their own allocator segment, rounded up +9.00 MiB, cached segments "
         "the expected replay released near capacity +12.00 MiB")
     assert not d.fits_with_margin  # 974 MiB > 660 MiB
+
+
+def test_without_unknown_blocks_the_upper_replay_still_keeps_what_the_capped_one_released(monkeypatch):
+    """Same step, no allocator unknown: reserved upper is the uncapped replay's 64 MiB (P 12 + W 40 + V 12),
+    not the capped 52 MiB, so the upper end never depends on releases near capacity."""
+    from tests.test_device_replay import Step
+    from memgraph.trace.event_log import Origin
+
+    _small_h100(monkeypatch, 660 * MiB)
+    s = Step()
+    s.phase("setup")
+    s.alloc("P", 12 * MiB, Origin.PARAMETER)
+    s.iterate(lambda s: (s.phase("forward"), s.alloc("W", 40 * MiB), s.free("W")))
+    s.iterate(lambda s: (s.phase("forward"), s.alloc("V", 12 * MiB), s.free("V")))
+    d = device_peaks(s.log, s.bounds, "h100-80gb", "max_split_size_mb:20")
+    assert (d.steady_state_reserved, d.unknowns_block_bytes, d.reserved_upper) == (52 * MiB, 0, 64 * MiB)
+    assert d.steady_state_device_total_upper == (64 + 900) * MiB

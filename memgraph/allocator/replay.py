@@ -186,9 +186,11 @@ def device_peaks(log: EventLog, bounds: list[tuple[int, int]], gpu_key: str, all
     fits = oom_event is None and total <= gpu.capacity_bytes
     allocated = run.peak_allocated if steady_allocated is None else steady_allocated
     block = phantom_bytes(allocated_slack(all_unknowns), options)
-    # the uncapped replay with the block; never below the expected value plus the block (a capped expected replay
-    # near capacity may differ from the uncapped one either way)
-    reserved_upper = max(_steady_reserved(log, bounds, options, None, block)[2], steady + block) if block else steady
+    # the uncapped replay with the block, also when there is no block but the capped replay released segments
+    # near capacity; never below the expected value plus the block
+    released = run.stats.get("num_cuda_free", 0) > 0
+    reserved_upper = (max(_steady_reserved(log, bounds, options, None, block)[2], steady + block)
+                      if block or released else steady)
     context_upper = estimate.high_bytes if context_bytes is None else context_bytes
     total_upper = reserved_upper + context + total_only_slack(all_unknowns)
     assumption = (f"given by --context-bytes ({context:,} B)" if context_bytes is not None else
