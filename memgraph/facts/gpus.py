@@ -76,7 +76,10 @@ CONTEXT_ESTIMATE_NOTE = (
 # Architectures", pytorch/pytorch #157517, #190385), so a V100 runs only PyTorch's CUDA 12 (cu126) wheels.
 
 CUDA_MAJORS = (12, 13)
-MODULE_LOADINGS = ("lazy", "eager")  # CUDA_MODULE_LOADING=LAZY (default since CUDA 12.2 on Linux) / EAGER
+# CUDA_MODULE_LOADING=LAZY / EAGER. Lazy is the default: torch sets LAZY when the variable is unset since 1.13
+# (pytorch/pytorch PR #86509, torch/cuda/__init__.py), and CUDA itself since 12.2 on Linux (CUDA Programming
+# Guide, "Lazy Loading", change history).
+MODULE_LOADINGS = ("lazy", "eager")
 # The CUDA major of the torch wheel PyPI serves (the pinned torch 2.13.0): PyPI has carried the CUDA 13.0 build
 # since torch 2.12 ("CUDA 13 is now the default version installed", googlecolab/colabtools #5982, 2026-05;
 # pytorch/pytorch PR #187130 "latest torch is 13.0 by default"; #190385 keeps 13.x as the PyPI default for 2.14).
