@@ -271,3 +271,20 @@ def test_without_unknown_blocks_the_upper_replay_still_keeps_what_the_capped_one
     d = device_peaks(s.log, s.bounds, "h100-80gb", "max_split_size_mb:20")
     assert (d.steady_state_reserved, d.unknowns_block_bytes, d.reserved_upper) == (52 * MiB, 0, 64 * MiB)
     assert d.steady_state_device_total_upper == (64 + 900) * MiB
+
+
+def test_the_traces_own_unknowns_reach_the_upper_end():
+    """A convolution in bf16-mixed: the trace records cuDNN's workspace as a bounded unknown
+    (facts/cudnn_conv.py); the upper end adds its slack as the rules above say."""
+    from memgraph.allocator.upper_bound import phantom_bytes
+    from memgraph.facts.cuda_allocator import AllocatorOptions
+
+    r = analyze("tests/configs/tiny-resnet.json", batch_size=2, image_size=32, precision="bf16-mixed")
+    d = r.device
+    allocated = [u for u in r.unknowns if u["counter"] == "allocated"]
+    assert any(u["name"].startswith("cuDNN convolution workspace") for u in allocated)
+    slack = sum(u["upper_bytes"] - u["expected_bytes"] for u in allocated)
+    assert slack > 0 and d["allocated_upper"] == r.steady_state_peak.bytes + slack
+    # one block of max(slack, 10 MiB) rounded to 2 MiB, in a segment of its own: reserved rises by exactly it
+    assert d["reserved_upper"] == d["steady_state_reserved"] + phantom_bytes(slack, AllocatorOptions())
+    assert r.required_bytes_upper == d["reserved_upper"] + 900 * MiB  # + the sm90 context's upper end
