@@ -39,12 +39,17 @@ def analyze_traced(model: str, opts: TrainingOptions) -> tuple[Result, Trace]:
     result = summarize(trace, spec.name, opts.to_dict(), opts.target)
     if opts.target == "cuda":
         progress.stage("replaying the caching allocator")
-        device = device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf,
-                              steady_allocated=result.steady_state_peak.bytes, unknowns=trace.unknowns,
-                              cuda_version=opts.cuda_version, module_loading=opts.module_loading,
-                              context_bytes=opts.context_bytes)
-        _scheduler_fields(result, device)
+        add_device_peaks(result, trace, opts)
     return result, trace
+
+
+def add_device_peaks(result: Result, trace: Trace, opts: TrainingOptions) -> None:
+    """The cuda target's reserved and device-total peaks with their upper ends, and the scheduler fields."""
+    device = device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf,
+                          steady_allocated=result.steady_state_peak.bytes, unknowns=trace.unknowns,
+                          cuda_version=opts.cuda_version, module_loading=opts.module_loading,
+                          context_bytes=opts.context_bytes)
+    _scheduler_fields(result, device)
 
 
 def predicted_snapshot(trace: Trace, opts: TrainingOptions) -> dict:

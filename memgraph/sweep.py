@@ -31,11 +31,11 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
-from memgraph.allocator.replay import device_peaks
 from memgraph.analysis.result import Result
 from memgraph.analysis.summarize import summarize
+from memgraph.api import add_device_peaks
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec, resolve
 from memgraph.trace.event_log import EventLog, StorageRecord
@@ -92,7 +92,7 @@ def analyze_trace(spec: ModelSpec, opts: TrainingOptions, trace: Trace) -> Resul
     """The analysis of one trace (the same passes as :func:`memgraph.api.analyze`)."""
     result = summarize(trace, spec.name, opts.to_dict(), opts.target)
     if opts.target == "cuda":
-        result.device = asdict(device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf))
+        add_device_peaks(result, trace, opts)  # memgraph.api: the device peaks, their upper ends, scheduler fields
     return result
 
 
