@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 
-from memgraph.allocator.replay import device_peaks
+from memgraph.allocator.replay import DevicePeaks, device_peaks
 from memgraph.allocator.snapshot import memory_snapshot
 from memgraph.analysis.result import Result
 from memgraph.analysis.summarize import summarize
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
-from memgraph.facts.gpus import get_gpu
+from memgraph.facts.gpus import cuda_context_for, get_gpu
 from memgraph.model_spec.objects import spec_from_object
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
@@ -58,8 +58,17 @@ def result_of_trace(name: str, opts: TrainingOptions, trace: Trace) -> Result:
     result = summarize(trace, name, opts.to_dict(), opts.target)
     if opts.target == "cuda":
         progress.stage("replaying the caching allocator")
-        result.device = asdict(device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf))
+        add_device_peaks(result, trace, opts)
     return result
+
+
+def add_device_peaks(result: Result, trace: Trace, opts: TrainingOptions) -> None:
+    """The cuda target's reserved and device-total peaks with their upper ends, and the scheduler fields."""
+    device = device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf,
+                          steady_allocated=result.steady_state_peak.bytes, unknowns=trace.unknowns,
+                          cuda_version=opts.cuda_version, module_loading=opts.module_loading,
+                          context_bytes=opts.context_bytes)
+    _scheduler_fields(result, device)
 
 
 def predicted_snapshot(trace: Trace, opts: TrainingOptions) -> dict:
@@ -69,7 +78,26 @@ def predicted_snapshot(trace: Trace, opts: TrainingOptions) -> dict:
         raise MemgraphError("--format snapshot describes the CUDA caching allocator: use the cuda target "
                             f"(not --target {opts.target})")
     options = AllocatorOptions.from_env_string(opts.allocator_conf) if opts.allocator_conf else AllocatorOptions()
-    return memory_snapshot(trace.log, options, get_gpu(opts.gpu).allocator_budget_bytes)
+    gpu = get_gpu(opts.gpu)
+    return memory_snapshot(trace.log, options, gpu.capacity_bytes - _expected_context(opts, gpu))
+
+
+def _expected_context(opts: TrainingOptions, gpu) -> int:
+    """The context the replay budgets for: ``--context-bytes``, or the estimate for the options' CUDA/loading."""
+    if opts.context_bytes is not None:
+        return opts.context_bytes
+    major = opts.cuda_version and int(opts.cuda_version)
+    return cuda_context_for(gpu.compute_capability, major, opts.module_loading).expected_bytes
+
+
+def _scheduler_fields(result: Result, device: DevicePeaks) -> None:
+    """The device peaks, and the top-level fields a scheduler reads (README: JSON report schema)."""
+    result.device = asdict(device)
+    result.unknowns = result.device.pop("unknowns")  # once, at the top level
+    result.required_bytes = device.steady_state_device_total
+    result.required_bytes_upper = device.steady_state_device_total_upper
+    result.fits, result.fits_with_margin = device.fits, device.fits_with_margin
+    result.gpu = {"key": device.gpu, "name": device.gpu_name, "capacity_bytes": device.capacity_bytes}
 
 
 def measure(model, device: str = "cpu", options: TrainingOptions | None = None, snapshot: str | None = None,

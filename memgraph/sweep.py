@@ -31,11 +31,10 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from memgraph.api import result_of_trace
 from memgraph.analysis.result import Result
-from memgraph.analysis.summarize import summarize
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec, resolve
 from memgraph.trace.event_log import EventLog, StorageRecord

@@ -33,6 +33,8 @@ HELP_DEFAULTS = {
     "--lora-rank": "no LoRA", "--lora-alpha": "8, PEFT's", "--lora-targets": "PEFT's default for the model type",
     "--lora-dropout": "0.0, PEFT's", "--dora": "off", "--quantize": "none", "--grad-accum": "1",
     "--optimizer-in-backward": "off",
+    "--context-bytes": "estimated", "--cuda-version": "13 (the PyPI wheel of torch 2.13), 12 on Volta",
+    "--module-loading": "lazy",
 }
 
 
@@ -89,7 +91,8 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
                 "--optimizer", "sgd-momentum", "--optimizer-impl", "foreach", "--freeze", "*.bias",
                 "--freeze", "lm_head.*", "--train", "h.*", "--iterations", "3", "--gradient-checkpointing",
                 "--input", "x=float32[2]", "--gpu", "A100-80GB", "--allocator-conf", "expandable_segments:True",
-                "--images", "2", "--loop", "trainer", "--stage", "2", "--zero-grad", "zero", "--loss", "sum")
+                "--images", "2", "--loop", "trainer", "--stage", "2", "--zero-grad", "zero", "--loss", "sum",
+                "--context-bytes", "1.5GiB", "--cuda-version", "12", "--module-loading", "eager")
     want = {"batch_size": 4, "seq_len": 512, "image_size": (448, 672), "audio_seconds": 1.5, "target_len": 7,
             "precision": "bf16-mixed", "optimizer": "sgd-momentum", "optimizer_impl": "foreach",
             "freeze": ("*.bias", "lm_head.*"), "train": ("h.*",), "iterations": 3, "target": "cuda",
@@ -99,7 +102,8 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "zero_grad": "zero", "loss": "sum",
             # the fine-tuning knobs exclude --train/--freeze/--stage: defaults here, parsed in tests/test_lora.py
             "lora_rank": None, "lora_alpha": None, "lora_targets": None, "lora_dropout": None, "dora": False,
-            "quantize": None, "grad_accum": 1, "optimizer_in_backward": False}
+            "quantize": None, "grad_accum": 1, "optimizer_in_backward": False,
+            "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager"}  # 1.5 GiB = 3 * 512 MiB
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():
         assert getattr(got, name) == value, name

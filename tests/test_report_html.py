@@ -54,7 +54,14 @@ def _result() -> Result:
               "allocator_options": "expandable_segments:True", "first_iteration_reserved": 4 * 2**20,
               "steady_state_reserved": 4 * 2**20, "context_bytes": 600 * 2**20,
               "steady_state_device_total": 604 * 2**20, "headroom_bytes": 80 * 2**30 - 604 * 2**20, "fits": True,
-              "oom_event": None, "segments": 2, "cuda_malloc_calls": 2}
+              "oom_event": None, "segments": 2, "cuda_malloc_calls": 2,
+              # schema 3: the upper end (allocator/replay.py DevicePeaks); an unknown named with markup
+              "steady_state_allocated": 2_345_678, "allocated_upper": 2_345_678, "reserved_upper": 4 * 2**20,
+              "unknowns_block_bytes": 0, "context_upper_bytes": 900 * 2**20,
+              "steady_state_device_total_upper": 904 * 2**20, "fits_with_margin": True, "context_estimated": True,
+              "context_assumption": "estimated for <sm90>", "cuda_version": 13, "module_loading": "lazy"}
+    unknowns = [{"name": "context <range>", "expected_bytes": 600 * 2**20, "upper_bytes": 900 * 2**20,
+                 "source": "test", "counter": "total"}]
     return Result(
         schema_version=SCHEMA_VERSION, model="tests.fixtures.nets:<script>mlp</script>", target="cuda",
         metric="torch.cuda.max_memory_allocated",
@@ -66,7 +73,7 @@ def _result() -> Result:
         ops={"count": 20, "unknown": {"aten.<i>weird</i>": 3}},
         versions={"memgraph": "0.1.0", "torch": "2.4.0"}, notes=["a note with & ampersand"],
         device=device, modalities=modalities, peak_modality="language model",
-        phase_peaks=[_peak(2_000_000, 2, 12), _peak(2_345_678, 2, 16)],
+        phase_peaks=[_peak(2_000_000, 2, 12), _peak(2_345_678, 2, 16)], unknowns=unknowns,
     )
 
 

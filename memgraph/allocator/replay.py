@@ -5,10 +5,12 @@ reserved     ``torch.cuda.max_memory_reserved``: segments the caching allocator 
              replaying the predicted alloc/free stream through
              :mod:`memgraph.allocator.caching_model`.
 device total what nvidia-smi shows for the process: reserved + CUDA context and kernel images
-             (``GpuSpec.cuda_context_bytes``, an estimate; see the catalog).
+             (``cuda_context_for`` in the catalog, an estimate by architecture, CUDA major and module loading;
+             or ``--context-bytes``).
 
-The replay is capped at the GPU's allocator budget (capacity minus context): a stream that
-cannot be served even after freeing cached blocks is an out-of-memory error on that GPU.
+The replay is capped at the GPU's allocator budget (capacity minus the expected context): a stream that
+cannot be served even after freeing cached blocks is an out-of-memory error on that GPU. Each peak also
+has an upper end, with every bounded unknown at its upper size (:mod:`memgraph.allocator.upper_bound`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from typing import Iterable
 
 from memgraph.allocator.caching_model import CachingAllocatorModel, OutOfMemoryError
 from memgraph.facts.cuda_allocator import AllocatorOptions
-from memgraph.facts.gpus import get_gpu
+from memgraph.allocator.upper_bound import (
+    PHANTOM_KEY, allocated_slack, context_unknown, phantom_bytes, total_only_slack, unknown_rows,
+)
+from memgraph.facts.gpus import cuda_context_for, get_gpu
+from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.trace.event_log import ALLOC, EventLog
 
 
@@ -30,13 +36,26 @@ class DevicePeaks:
     allocator_options: str
     first_iteration_reserved: int
     steady_state_reserved: int
-    context_bytes: int  # estimate
+    context_bytes: int  # expected CUDA context + kernel images (an estimate, or --context-bytes)
     steady_state_device_total: int
     headroom_bytes: int  # capacity - device total (negative: does not fit)
     fits: bool
     oom_event: int | None  # first event the allocator could not serve within capacity
     segments: int
     cuda_malloc_calls: int
+    # -- the upper end: every bounded unknown at its upper size (allocator/upper_bound.py) --
+    steady_state_allocated: int = 0  # the expected allocated peak the upper end starts from
+    allocated_upper: int = 0
+    reserved_upper: int = 0  # the replay with the unknowns' slack held in a block of its own (phantom_bytes)
+    unknowns_block_bytes: int = 0  # that block: the allocated slack rounded up to the segment granularity
+    context_upper_bytes: int = 0
+    steady_state_device_total_upper: int = 0
+    fits_with_margin: bool = False  # the upper end fits too: device total upper <= capacity, and no OOM
+    context_estimated: bool = True  # False: --context-bytes gave it
+    context_assumption: str = ""  # "sm90, CUDA 13, lazy module loading (...)" or "given by --context-bytes"
+    cuda_version: int = 0
+    module_loading: str = "lazy"
+    unknowns: list = field(default_factory=list)  # [{name, expected_bytes, upper_bytes, source, counter}]
 
 
 @dataclass
@@ -126,20 +145,68 @@ def _peak_in(values: list[int], lo: int, hi: int) -> int:
     return max(window, default=0)
 
 
-def device_peaks(log: EventLog, bounds: list[tuple[int, int]], gpu_key: str, allocator_conf: str) -> DevicePeaks:
+def _steady_reserved(log: EventLog, bounds: list[tuple[int, int]], options: AllocatorOptions,
+                     capacity: int | None, first_block: int = 0):
+    """Replay the log (after one ``first_block``-byte block if given); (run, first-iteration and steady peaks)."""
+    stream = log_stream(log)
+    if first_block:
+        stream = _prepend(("alloc", PHANTOM_KEY, first_block), stream)
+    run = replay(stream, options, capacity, max_points=0, keep_reserved=True)
+    shift = 1 if first_block else 0
+    first = _peak_in(run.reserved_after, bounds[0][0] + shift, bounds[0][1] + shift)
+    steady = _peak_in(run.reserved_after, bounds[1][0] + shift, bounds[-1][1] + shift)
+    return run, first, steady
+
+
+def _prepend(event: tuple, stream):
+    yield event
+    yield from stream
+
+
+def device_peaks(log: EventLog, bounds: list[tuple[int, int]], gpu_key: str, allocator_conf: str, *,
+                 steady_allocated: int | None = None, unknowns: list[BoundedUnknown] = (),
+                 cuda_version: int | str | None = None, module_loading: str = "lazy",
+                 context_bytes: int | None = None) -> DevicePeaks:
+    """The reserved and device-total peaks of the logged step on ``gpu_key``, each with its upper end.
+
+    ``steady_allocated``: the analysis' steady-state allocated peak (None: the replay's peak over the run);
+    ``unknowns``: the trace's bounded unknowns; ``cuda_version`` / ``module_loading`` pick the context estimate,
+    which ``context_bytes`` (``--context-bytes``) replaces: then the context is no unknown.
+    """
     gpu = get_gpu(gpu_key)
     options = AllocatorOptions.from_env_string(allocator_conf) if allocator_conf else AllocatorOptions()
-    run = replay(log_stream(log), options, gpu.allocator_budget_bytes, max_points=0, keep_reserved=True)
+    estimate = cuda_context_for(gpu.compute_capability, cuda_version and int(cuda_version), module_loading)
+    context = estimate.expected_bytes if context_bytes is None else context_bytes
+    all_unknowns = list(unknowns) + ([context_unknown(estimate)] if context_bytes is None else [])
+    run, first, steady = _steady_reserved(log, bounds, options, gpu.capacity_bytes - context)
     oom_event = run.oom_event_index
     if oom_event is not None:  # how much it would need: replay again without a cap
-        run = replay(log_stream(log), options, None, max_points=0, keep_reserved=True)
-    first = _peak_in(run.reserved_after, *bounds[0])
-    steady = _peak_in(run.reserved_after, bounds[1][0], bounds[-1][1])
-    total = steady + gpu.cuda_context_bytes
+        run, first, steady = _steady_reserved(log, bounds, options, None)
+    total = steady + context
+    fits = oom_event is None and total <= gpu.capacity_bytes
+    allocated = run.peak_allocated if steady_allocated is None else steady_allocated
+    block = phantom_bytes(allocated_slack(all_unknowns), options)
+    # the uncapped replay with the block, also when there is no block but the capped replay released segments
+    # near capacity; never below the expected value plus the block
+    released = run.stats.get("num_cuda_free", 0) > 0
+    reserved_upper = (max(_steady_reserved(log, bounds, options, None, block)[2], steady + block)
+                      if block or released else steady)
+    context_upper = estimate.high_bytes if context_bytes is None else context_bytes
+    total_upper = reserved_upper + context + total_only_slack(all_unknowns)
+    assumption = (f"given by --context-bytes ({context:,} B)" if context_bytes is not None else
+                  f"estimated for {estimate.assumption()}, range {_mib(estimate.low_bytes)}-{_mib(estimate.high_bytes)} MiB")
     return DevicePeaks(
         gpu=gpu.key, gpu_name=gpu.name, capacity_bytes=gpu.capacity_bytes, allocator_options=allocator_conf,
-        first_iteration_reserved=first, steady_state_reserved=steady, context_bytes=gpu.cuda_context_bytes,
+        first_iteration_reserved=first, steady_state_reserved=steady, context_bytes=context,
         steady_state_device_total=total, headroom_bytes=gpu.capacity_bytes - total,
-        fits=oom_event is None and total <= gpu.capacity_bytes, oom_event=oom_event,
-        segments=run.num_segments, cuda_malloc_calls=run.num_cuda_malloc,
+        fits=fits, oom_event=oom_event, segments=run.num_segments, cuda_malloc_calls=run.num_cuda_malloc,
+        steady_state_allocated=allocated, allocated_upper=allocated + allocated_slack(all_unknowns),
+        reserved_upper=reserved_upper, unknowns_block_bytes=block, context_upper_bytes=context_upper,
+        steady_state_device_total_upper=total_upper, fits_with_margin=fits and total_upper <= gpu.capacity_bytes,
+        context_estimated=context_bytes is None, context_assumption=assumption, cuda_version=estimate.cuda_major,
+        module_loading=estimate.module_loading, unknowns=unknown_rows(all_unknowns),
     )
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):,.0f}"

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-SCHEMA_VERSION = 2  # 2: module rows at every path with all Totals fields; ops without graph_nodes
+# 2: module rows at every path with all Totals fields; ops without graph_nodes.
+# 3: top-level required_bytes, required_bytes_upper, fits, fits_with_margin, gpu, unknowns (cuda target);
+#    device carries each peak's upper end and the context's assumption.
+SCHEMA_VERSION = 3
 
 
 @dataclass
@@ -100,6 +103,13 @@ class Result:
     peak_modality: str = ""  # modality of the module running at the steady-state peak
     phase_peaks: list = field(default_factory=list)  # Peak of each phase of the last iteration, in order
     assumptions: list[str] = field(default_factory=list)  # the loop's defaults, resolved (model_spec/defaults.py)
+    # -- for schedulers (cuda target; None / empty on the cpu target, whose prediction has no interval) --
+    required_bytes: int | None = None  # expected device total (what nvidia-smi shows at the steady-state peak)
+    required_bytes_upper: int | None = None  # its upper end: every bounded unknown at its upper size
+    fits: bool | None = None  # required_bytes <= gpu capacity and the allocator replay never ran out
+    fits_with_margin: bool | None = None  # fits, and required_bytes_upper <= gpu capacity too
+    gpu: dict | None = None  # {key, name, capacity_bytes}
+    unknowns: list = field(default_factory=list)  # [{name, expected_bytes, upper_bytes, source, counter}]
 
     def to_dict(self) -> dict:
         return asdict(self)

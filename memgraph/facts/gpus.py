@@ -28,7 +28,8 @@ Two "totals" exist for every board and they differ by a few hundred MiB:
 Neither number is what a training step can fill with tensors: the CUDA
 context (driver state plus the lazily loaded kernel images of cuBLAS, cuDNN and
 PyTorch itself) takes memory *outside* the caching allocator. That is
-``cuda_context_bytes`` -- an **estimate**, see :data:`CONTEXT_ESTIMATE_NOTE`.
+``cuda_context_bytes`` -- an **estimate** for lazy module loading and the board's default CUDA
+version; :func:`cuda_context_for` gives it with its range for any CUDA major and loading mode.
 
 cuBLAS workspaces, by contrast, *are* caching-allocator memory: see
 :func:`cublas_workspace_bytes_for`.
@@ -44,13 +45,111 @@ from memgraph.facts.sdpa_backend import FLASH_SM_RANGE
 from memgraph.units import MiB
 
 CONTEXT_ESTIMATE_NOTE = (
-    "cuda_context_bytes is an estimate, not a measurement: it is the memory nvidia-smi shows for the process "
-    "beyond torch.cuda.memory_reserved() once a training step has run (CUDA context + lazily loaded kernel "
-    "modules of cuBLAS/cuDNN/PyTorch; CUDA_MODULE_LOADING=LAZY is the default since CUDA 11.7). Public "
-    "figures: a bare context is ~256-430 MiB (e.g. 426 MiB on an RTX 6000 Ada with torch 2.10+cu130, "
-    "unslothai/unsloth-zoo PR #1053; ~300-400 MiB per ptrblck in pytorch/pytorch #107667 and #109888); "
-    "loading GEMM/attention kernels during the first step adds ~100-200 MiB more. Expect +-150 MiB."
+    "the CUDA context is an estimate, not a measurement: the memory nvidia-smi shows for the process beyond "
+    "torch.cuda.memory_reserved() once a training step has run (driver state + the kernel images the step loaded "
+    "for libtorch_cuda, cuBLAS and cuDNN); memgraph/facts/gpus.py cuda_context_for() gives each figure's sources. "
+    "Pass --context-bytes to use a figure measured on your own stack."
 )
+
+# -- The CUDA context and loaded kernel images: by architecture, CUDA major version and module loading --------
+#
+# Public figures (what each family's expected value and range below are built from):
+#   [a] pytorch/pytorch PR #86509 (torch 1.13, CUDA 11.7, one elementwise kernel, cudaMemGetInfo used bytes):
+#       287,047,680 B with CUDA_MODULE_LOADING=LAZY, 666,632,192 B without (eager): eager loading of
+#       libtorch_cuda's kernel images alone cost 379,584,512 B (362 MiB) more, before any cuBLAS/cuDNN kernel.
+#   [b] ptrblck in pytorch/pytorch #107667 (2023, CUDA >= 11.7, lazy): "~300MB"; #109888: "around 400MB";
+#       before CUDA 11.7 (everything loaded eagerly) "took >1000MB".
+#   [c] invoke-ai/InvokeAI #9413: bare context 256 MiB on an RTX 3090 (sm86), torch 2.7.1+cu128, lazy.
+#   [d] unslothai/unsloth-zoo PR #1053: 426 MiB on an RTX 6000 Ada (sm89), torch 2.10+cu130, lazy.
+#   [e] ggml-org/llama.cpp PR #23604: a bare context (cudaMemGetInfo, no PyTorch kernels) takes 555 MiB on an
+#       RTX PRO 6000 Blackwell and 107 MiB on an RTX 4060 Ti: the context grows with the SM count.
+#   [f] LMCache/LMCache #4019 (2026): ~616 MiB held by a context that cudaHostRegister alone created on cuda:0
+#       of an 8-GPU data-centre node (board not named), before any kernel ran.
+#   [g] pytorch/pytorch #12873 (CUDA 10, eager): creating a cuDNN handle loads ~750 MB of kernels, PyTorch's
+#       own ~1 GB, "2GB+" in all; pytorch/pytorch #55277: 1687 MB on an RTX 3090 with torch 1.8.2+cu111 (eager).
+#   A training step then loads the GEMM (cuBLAS/cuBLASLt), attention, norm and optimizer kernels it runs:
+#   ~100-300 MiB more under lazy loading (the gap between [a]/[c] and the 400-600 MiB of [b]/[d]/[f]).
+# No public source separates CUDA 12 from CUDA 13 contexts on the same board (the figures above span CUDA 11.7
+# to 13.0 and fall inside the ranges below), so the figures are the same for both majors; what the major
+# version changes is which boards it runs on: CUDA 13 dropped offline compilation and library support for
+# compute capability < 7.5 (Maxwell, Pascal, Volta; NVIDIA CUDA 12.9/13.0 release notes "Deprecated
+# Architectures", pytorch/pytorch #157517, #190385), so a V100 runs only PyTorch's CUDA 12 (cu126) wheels.
+
+CUDA_MAJORS = (12, 13)
+# CUDA_MODULE_LOADING=LAZY / EAGER. Lazy is the default: torch sets LAZY when the variable is unset since 1.13
+# (pytorch/pytorch PR #86509, torch/cuda/__init__.py), and CUDA itself since 12.2 on Linux (CUDA Programming
+# Guide, "Lazy Loading", change history).
+MODULE_LOADINGS = ("lazy", "eager")
+# The CUDA major of the torch wheel PyPI serves (the pinned torch 2.13.0): PyPI has carried the CUDA 13.0 build
+# since torch 2.12 ("CUDA 13 is now the default version installed", googlecolab/colabtools #5982, 2026-05;
+# pytorch/pytorch PR #187130 "latest torch is 13.0 by default"; #190385 keeps 13.x as the PyPI default for 2.14).
+PYPI_CUDA_MAJOR = 13
+CUDA13_MIN_CC = (7, 5)  # CUDA 13 supports compute capability 7.5 (Turing) and newer only (see above)
+# Eager loading adds every kernel image of the loaded libraries: at least [a]'s 362 MiB (libtorch_cuda alone),
+# ~1 GiB as expected (PyTorch's own kernels, [g]), and up to 2 GiB more with cuDNN's and cuBLAS's ([g]).
+_EAGER_LOW_EXTRA = 379_584_512  # [a]: 666,632,192 - 287,047,680
+_EAGER_EXPECTED_EXTRA = 1024 * MiB
+_EAGER_HIGH_EXTRA = 2048 * MiB
+
+# (first compute capability of the family, label, lazy expected MiB, lazy low MiB, lazy high MiB, sources)
+_LAZY_CONTEXT = (
+    ((9, 0), "sm90+ (Hopper, Blackwell)", 600, 450, 900,
+     "bare context 555 MiB (RTX PRO 6000 Blackwell) [e] to ~616 MiB (8-GPU data-centre node) [f], + 100-300 MiB of step kernels"),
+    ((8, 0), "sm80-sm89 (Ampere, Ada)", 500, 256, 750,
+     "bare context 256 MiB (RTX 3090, cu128) [c] to 426 MiB (RTX 6000 Ada, cu130) [d], + 100-300 MiB of step kernels"),
+    ((0, 0), "sm70-sm75 (Volta, Turing)", 400, 256, 650,
+     "bare context ~274-400 MiB [a][b], + 100-250 MiB of step kernels"),
+)
+
+
+@dataclass(frozen=True)
+class ContextEstimate:
+    """The CUDA context and loaded kernel images of one training process: an expected value and a range."""
+
+    expected_bytes: int
+    low_bytes: int
+    high_bytes: int
+    arch: str  # "sm90"
+    family: str  # "sm90+ (Hopper, Blackwell)"
+    cuda_major: int
+    module_loading: str  # "lazy" | "eager"
+    source: str  # the public figures it rests on (see the comment above cuda_context_for)
+
+    def assumption(self) -> str:
+        """One line: what the figure assumed."""
+        return (f"{self.arch}, CUDA {self.cuda_major}, {self.module_loading} module loading "
+                f"(CUDA_MODULE_LOADING={self.module_loading.upper()})")
+
+
+def default_cuda_major(cc: tuple[int, int]) -> int:
+    """The CUDA major a pip-installed torch 2.13 runs with on this board: the PyPI wheel's (13), or 12 where
+    CUDA 13 cannot run (compute capability < 7.5: PyTorch's cu126 wheels are the ones that still carry sm70)."""
+    return PYPI_CUDA_MAJOR if tuple(cc) >= CUDA13_MIN_CC else 12
+
+
+def cuda_context_for(cc: tuple[int, int], cuda_major: int | None = None, module_loading: str = "lazy") -> ContextEstimate:
+    """Expected CUDA context + kernel images after a training step, with its range, for this board.
+
+    ``cuda_major`` None: :func:`default_cuda_major`. Raises ``ValueError`` for a CUDA major that cannot run
+    on ``cc`` or an unknown major / loading mode. Figures: see the sources [a]-[g] above; never fitted.
+    """
+    cc = tuple(cc)
+    major = default_cuda_major(cc) if cuda_major is None else int(cuda_major)
+    if major not in CUDA_MAJORS:
+        raise ValueError(f"CUDA major version {cuda_major!r} is not one of {', '.join(map(str, CUDA_MAJORS))}")
+    if major >= 13 and cc < CUDA13_MIN_CC:
+        raise ValueError(f"CUDA {major} does not support compute capability {cc[0]}.{cc[1]} (it needs >= 7.5)")
+    if module_loading not in MODULE_LOADINGS:
+        raise ValueError(f"module loading {module_loading!r} is not one of {', '.join(MODULE_LOADINGS)}")
+    first, family, expected, low, high, why = next(row for row in _LAZY_CONTEXT if cc >= row[0])
+    expected, low, high = expected * MiB, low * MiB, high * MiB
+    source = f"CUDA_MODULE_LOADING=LAZY, {family}: {why}"
+    if module_loading == "eager":
+        expected, low, high = expected + _EAGER_EXPECTED_EXTRA, low + _EAGER_LOW_EXTRA, high + _EAGER_HIGH_EXTRA
+        source = (f"CUDA_MODULE_LOADING=EAGER, {family}: the lazy figure ({why}) + every kernel image of the "
+                  "loaded libraries: +362 MiB for libtorch_cuda alone [a] to +2 GiB with cuDNN and cuBLAS [g]")
+    return ContextEstimate(expected, low, high, f"sm{cc[0]}{cc[1]}", family, major, module_loading,
+                           source + " (sources in memgraph/facts/gpus.py)")
 
 
 @dataclass(frozen=True)
@@ -64,7 +163,7 @@ class GpuSpec:
     compute_capability: tuple[int, int]
     bf16_supported: bool  # native bf16: torch.cuda.is_bf16_supported(including_emulation=False)
     flash_attention_supported: bool  # PyTorch's flash SDPA kernel can run on this arch
-    cuda_context_bytes: int  # ESTIMATE of non-allocator memory (context + kernel images)
+    cuda_context_bytes: int  # ESTIMATE of non-allocator memory (context + kernel images); default cuda_context_for(cc)
     cublas_workspace_bytes: int  # per (cuBLAS handle, stream); goes through the caching allocator
     cublaslt_workspace_bytes: int  # per (cuBLASLt handle, stream); goes through the caching allocator
     source: str  # where capacity_bytes / nvml_total_bytes come from
@@ -143,12 +242,8 @@ def cublaslt_workspace_bytes_for(cublaslt_workspace_size_kib: int | None = None)
 
 
 def _context_estimate(cc: tuple[int, int]) -> int:
-    # ESTIMATES (see CONTEXT_ESTIMATE_NOTE). Newer architectures load larger kernel images.
-    if cc[0] >= 9:
-        return 600 * MiB
-    if cc[0] == 8:
-        return 500 * MiB
-    return 400 * MiB
+    """The default context estimate (lazy loading, the board's default CUDA major): see cuda_context_for."""
+    return cuda_context_for(cc).expected_bytes
 
 
 def _spec(key, name, capacity_bytes, nvml_total_mib, cc, source) -> GpuSpec:

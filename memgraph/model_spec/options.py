@@ -14,7 +14,7 @@ from typing import Any
 
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
-from memgraph.facts.gpus import DEFAULT_GPU, get_gpu
+from memgraph.facts.gpus import CUDA_MAJORS, DEFAULT_GPU, MODULE_LOADINGS, PYPI_CUDA_MAJOR, cuda_context_for, get_gpu
 
 # fp32: float32 everywhere. fp16-mixed: torch.autocast(float16) + GradScaler, float32 weights.
 # bf16-mixed: torch.autocast(bfloat16), float32 weights, no scaler. bf16: bfloat16 weights, gradients,
@@ -123,6 +123,24 @@ def probability(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 1)")
+    return value
+
+
+_BYTE_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+               "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def parse_bytes(text: str) -> int:
+    """``536870912``, ``512MiB``, ``1.2GiB`` (binary units, as nvidia-smi prints) or ``600MB`` (decimal)."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", text)
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _BYTE_UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count: write e.g. 536870912, 512MiB or 1.2GiB")
+    value = int(float(m.group(1)) * _BYTE_UNITS[unit])
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 bytes")
     return value
 
 
@@ -293,6 +311,24 @@ class TrainingOptions:
         False, "--optimizer-in-backward",
         "step each parameter in its post-accumulate-grad hook and free its gradient there (torchtune's "
         "optimizer-in-backward)")
+    context_bytes: int | None = option(
+        None, "--context-bytes",
+        "the CUDA context and kernel images of the process (nvidia-smi minus "
+        "`torch.cuda.memory_reserved()` after a step), e.g. `512MiB` or `1.2GiB`, measured on your stack; it "
+        "replaces the estimate, and its range leaves the upper bound",
+        metavar="BYTES", parse=parse_bytes, default_text="estimated", noun="context bytes", analyze_only=True)
+    cuda_version: str | None = option(
+        None, "--cuda-version",
+        "CUDA major version of the torch build (CUDA 13 needs compute capability >= 7.5); the "
+        "context estimate's figures are the same for both, the GPUs they run on are not",
+        choices=tuple(map(str, CUDA_MAJORS)),
+        default_text=f"`{PYPI_CUDA_MAJOR}` (the PyPI wheel of torch 2.13), `12` on Volta", noun="CUDA version",
+        analyze_only=True)
+    module_loading: str = option(
+        "lazy", "--module-loading",
+        "`CUDA_MODULE_LOADING` of the run: `lazy` (the default since CUDA 12.2) loads the kernels a "
+        "step uses, `eager` every kernel image of libtorch_cuda, cuBLAS and cuDNN at start (about 1 GiB more)",
+        choices=MODULE_LOADINGS, noun="module loading", analyze_only=True)
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
@@ -300,8 +336,9 @@ class TrainingOptions:
                 f"iterations {self.iterations}: pass --iterations from {MIN_ITERATIONS} (the steady state needs "
                 f"2) to {MAX_ITERATIONS} (every iteration from the second repeats the same events)"
             )
-        if self.stage is not None:
-            object.__setattr__(self, "stage", str(self.stage))
+        for name in ("stage", "cuda_version"):  # str choices; the Python API may pass 2 or 13
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, str(getattr(self, name)))
         if isinstance(self.image_size, (list, tuple)):  # (H, W); a list when read back from JSON
             if len(self.image_size) != 2:
                 raise MemgraphError(f"image size {self.image_size!r} is not N or HxW: pass --image-size 448 or 448x672")
@@ -333,6 +370,7 @@ class TrainingOptions:
         object.__setattr__(self, "gpu", gpu.key)
         _precision_supported(self.precision, self.target, gpu)
         _knobs_consistent(self)
+        _context_options(self, gpu)
         if self.attn_implementation == "flash_attention_2" and self.target != "cuda":
             raise MemgraphError("--attn flash_attention_2 needs a GPU: use --target cuda, or --attn sdpa on the cpu target")
 
@@ -385,6 +423,16 @@ def _knobs_consistent(o: TrainingOptions) -> None:
     if o.optimizer_in_backward and o.grad_accum > 1:
         raise MemgraphError("--optimizer-in-backward steps at every backward, so gradients cannot accumulate: "
                             "drop --grad-accum (torchtune refuses the same combination)")
+
+
+def _context_options(opts: TrainingOptions, gpu) -> None:
+    """--cuda-version and --module-loading must describe a stack that runs on the GPU; --context-bytes is positive."""
+    if opts.context_bytes is not None:
+        _positive("context bytes", opts.context_bytes, "--context-bytes")
+    try:
+        cuda_context_for(gpu.compute_capability, opts.cuda_version and int(opts.cuda_version), opts.module_loading)
+    except ValueError as e:
+        raise MemgraphError(f"--cuda-version {opts.cuda_version} on {gpu.name}: {e}: pass --cuda-version 12") from None
 
 
 def _positive(label: str, value, flag: str) -> None:

@@ -56,24 +56,55 @@ def summary(r: Result) -> Section:
 
 
 def device_lines(r: Result) -> list[str]:
-    """The three peaks of the cuda target, each labelled with the counter it predicts, and the fit."""
+    """The three peaks of the cuda target, each with its counter and upper end; the context's assumption; the fit."""
     d = r.device
     conf = f", PYTORCH_CUDA_ALLOC_CONF={d['allocator_options']}" if d["allocator_options"] else ""
+    context = "estimated" if d["context_estimated"] else "given"
     lines = [
         "",
         f"On {d['gpu_name']} ({human_bytes(d['capacity_bytes'])}{conf}), steady state:",
-        f"  allocated     {human_bytes(r.steady_state_peak.bytes):>12}  torch.cuda.max_memory_allocated",
-        f"  reserved      {human_bytes(d['steady_state_reserved']):>12}  torch.cuda.max_memory_reserved "
-        f"({d['segments']} segments)",
-        f"  device total  {human_bytes(d['steady_state_device_total']):>12}  nvidia-smi (reserved + "
-        f"{human_bytes(d['context_bytes'])} CUDA context, estimated)",
+        f"  allocated     {human_bytes(r.steady_state_peak.bytes):>12}  up to {human_bytes(d['allocated_upper']):>12}  "
+        "torch.cuda.max_memory_allocated",
+        f"  reserved      {human_bytes(d['steady_state_reserved']):>12}  up to {human_bytes(d['reserved_upper']):>12}  "
+        f"torch.cuda.max_memory_reserved ({d['segments']} segments)",
+        f"  device total  {human_bytes(d['steady_state_device_total']):>12}  up to "
+        f"{human_bytes(d['steady_state_device_total_upper']):>12}  nvidia-smi (reserved + "
+        f"{human_bytes(d['context_bytes'])} CUDA context, {context})",
+        interval_line(d, r.unknowns),
+        f"CUDA context: {d['context_assumption']}"
+        + ("; --context-bytes replaces it with a measured figure" if d["context_estimated"] else ""),
+        fit_line(d),
     ]
-    if d["fits"]:
-        lines.append(f"fits: yes, {human_bytes(d['headroom_bytes'])} headroom")
-    else:
-        lines.append(f"fits: NO, needs {human_bytes(d['steady_state_device_total'])} of {human_bytes(d['capacity_bytes'])}"
-                     + (f"; the caching allocator runs out at event {d['oom_event']}" if d["oom_event"] is not None else ""))
     return lines
+
+
+def interval_line(d: dict, unknowns: list[dict]) -> str:
+    """``device total X, up to Y: <unknown> +a, <unknown> +b``; the terms add up to Y - X."""
+    total, upper = d["steady_state_device_total"], d["steady_state_device_total_upper"]
+    terms = [(u["name"], u["upper_bytes"] - u["expected_bytes"]) for u in unknowns]
+    allocated_slack = sum(u["upper_bytes"] - u["expected_bytes"] for u in unknowns if u["counter"] == "allocated")
+    block = d["unknowns_block_bytes"]
+    terms.append(("their own allocator segment, rounded up", block - allocated_slack if block else 0))
+    # near capacity the expected (capped) replay may have released cached segments that the upper one keeps
+    terms.append(("cached segments the expected replay released near capacity",
+                  d["reserved_upper"] - d["steady_state_reserved"] - block))
+    terms = [(name, b) for name, b in terms if b]
+    if not terms:
+        return f"device total {human_bytes(total)}, no bounded unknowns: the upper end is the expected value"
+    return (f"device total {human_bytes(total)}, up to {human_bytes(upper)}: "
+            + ", ".join(f"{name} +{human_bytes(b)}" for name, b in terms))
+
+
+def fit_line(d: dict) -> str:
+    cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], d["steady_state_device_total_upper"]
+    if d["fits_with_margin"]:
+        return (f"fits: yes, with margin: {human_bytes(cap - total)} headroom, "
+                f"{human_bytes(cap - upper)} at the upper end")
+    if d["fits"]:
+        return (f"fits only if the unknowns stay near their expected values (upper end {human_bytes(upper)} > "
+                f"{human_bytes(cap)}); {human_bytes(cap - total)} headroom expected")
+    return (f"fits: NO, needs {human_bytes(total)} (up to {human_bytes(upper)}) of {human_bytes(cap)}"
+            + (f"; the caching allocator runs out at event {d['oom_event']}" if d["oom_event"] is not None else ""))
 
 
 def breakdown(p: Peak) -> Section:
