@@ -19,6 +19,9 @@ from memgraph.watch import progress_line, time_budget
 # --timeout's default: generous (a 405B-shaped config traces in about 20 s; CPU measurements of
 # big models take minutes), but finite, so a runaway input ends with a message instead of hanging.
 DEFAULT_TIMEOUT = 1800.0
+# memgraph fit's exit status when the user's own settings do not fit with the margin (0: they do;
+# 2: bad input; 1: internal error), so a scheduler can branch on it.
+FIT_EXIT_DOES_NOT_FIT = 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,10 +43,13 @@ def _training_args(p: argparse.ArgumentParser, command: str) -> None:
     g = p.add_argument_group("training step")
     for f in fields(TrainingOptions):
         flag = flag_of(f)
-        if flag.analyze_only and command != "analyze":
+        if flag.analyze_only and command not in ("analyze", "fit"):
             continue
         names = (flag.name, flag.short) if flag.short else (flag.name,)
-        g.add_argument(*names, dest=f.name, help=_help(f), **_argparse_kwargs(f))
+        kwargs = _argparse_kwargs(f)
+        if command == "analyze" and f.name in SWEEPABLE:  # a comma list analyses each size (memgraph/sweep.py)
+            kwargs.update(type=positive_int_list, metavar=f"{flag.metavar}[,{flag.metavar}...]")
+        g.add_argument(*names, dest=f.name, help=_help(f), **kwargs)
     if command == "analyze":
         p.add_argument("--output", "-o", metavar="FILE", action="append", default=None,
                        help="write the report to FILE ('-': standard output, the default); the format follows the "
@@ -52,6 +58,15 @@ def _training_args(p: argparse.ArgumentParser, command: str) -> None:
     else:
         p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE ('-': standard output, the default)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+SWEEPABLE = ("batch_size", "seq_len")  # analyze takes a comma list of these: one analysis per size, one process
+
+
+def positive_int_list(text: str) -> int | tuple[int, ...]:
+    """``4`` -> 4; ``1,2,4`` -> (1, 2, 4): each item a positive integer."""
+    items = tuple(positive_int(item.strip()) for item in text.split(","))
+    return items[0] if len(items) == 1 else items
 
 
 def _argparse_kwargs(f: Field) -> dict:
@@ -138,6 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="module path depth of the per-module table (default 3)")
     a.set_defaults(run=_analyze)
 
+    f = sub.add_parser("fit", help="does the step fit, the largest batch that does, and what to change if not")
+    _training_args(f, "fit")
+    f.add_argument("--solve", choices=("batch-size", "seq-len"), default="batch-size",
+                   help="what to maximise (default batch-size)")
+    f.add_argument("--format", "-f", choices=("table", "json"), default="table")
+    f.set_defaults(run=_fit)
+
     m = sub.add_parser("measure", help="run the same step for real and record the allocator's peaks (JSON)")
     _training_args(m, "measure")
     m.add_argument("--device", choices=("cpu", "cuda"), required=True)
@@ -195,14 +217,47 @@ def _analyze(a) -> dict[str | None, str | bytes]:
 
     from memgraph.api import analyze_traced, predicted_snapshot
     from memgraph.render.formats import render
+    from memgraph.sweep import paused_gc
 
+    if any(isinstance(getattr(a, name), tuple) for name in SWEEPABLE):
+        return _analyze_sweep(a)
     opts = training_options(a)
     if any(fmt == "snapshot" for _, fmt in a.targets) and opts.target != "cuda":
         raise MemgraphError(f"--format snapshot describes the CUDA caching allocator: not with --target {opts.target}")
-    with time_budget(a.timeout), progress_line():
+    with time_budget(a.timeout), progress_line(), paused_gc():  # paused_gc: sweep.py says why
         result, trace = analyze_traced(a.model, opts)
     return {path: (pickle.dumps(predicted_snapshot(trace, opts)) if fmt == "snapshot" else render(result, fmt, a.depth))
             for path, fmt in a.targets}
+
+
+def _fit(a) -> str:
+    from memgraph.fit import fit, render_fit
+
+    with progress_line() as _:
+        report = fit(a.model, training_options(a), a.solve, progress=_fit_progress)
+    if not report.yours.fits_with_margin:
+        a.exit_code = FIT_EXIT_DOES_NOT_FIT
+    return render_fit(report, a.format)
+
+
+def _fit_progress(text: str) -> None:
+    from memgraph.trace import progress
+
+    progress.stage(f"fit: {text}")
+
+
+def _analyze_sweep(a) -> dict[str | None, str]:
+    from memgraph.sweep import analyze_many, check_sweep_format, render_sweep
+
+    for _, fmt in a.targets:  # before any tracing
+        check_sweep_format(fmt)
+    sizes = {name: getattr(a, name) if isinstance(getattr(a, name), tuple) else (getattr(a, name),)
+             for name in SWEEPABLE}
+    options = training_options(argparse.Namespace(**{**vars(a), "batch_size": sizes["batch_size"][0],
+                                                     "seq_len": sizes["seq_len"][0]}))
+    with time_budget(a.timeout), progress_line():
+        points = analyze_many(a.model, options, list(sizes["batch_size"]), list(sizes["seq_len"]))
+    return {path: render_sweep(points, fmt, a.depth) for path, fmt in a.targets}
 
 
 def _measure(a) -> str:
@@ -299,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
             write_output(content, path)
             if is_file_target(path):
                 print(f"memgraph: wrote {path} ({len(content):,} bytes)", file=sys.stderr)
+        return getattr(args, "exit_code", 0)
     except MemgraphError as e:
         if args.debug:
             raise

@@ -422,7 +422,38 @@ current_graph_task_id = torch._C._current_graph_task_id
 #   re-read whenever the original changes: the guard compares the original's source hash.
 #   Read from torch 2.13.0 (same source in 2.12.1), torch/distributed/_tools/mod_tracker.py.
 # --------------------------------------------------------------------------------------------
-from torch.distributed._tools.mod_tracker import ModTracker  # noqa: E402
+
+
+def _import_mod_tracker():
+    """``torch.distributed._tools.mod_tracker`` without running its package's ``__init__``.
+
+    ``torch/distributed/_tools/__init__.py`` (torch 2.13.0) imports every memory and runtime estimator
+    there (FSDPMemTracker, MemTracker, RuntimeEstimator, SACEstimator, hence torch.distributed.tensor):
+    1.7 CPU s of a 4 s import, none of it used here. mod_tracker.py itself imports only torch, torch.nn
+    and torch.utils (no relative imports), so the file is loaded alone and registered under its own
+    name: a later import of the package reuses it. Any surprise: the ordinary import."""
+    import importlib.util
+    import os
+    import sys
+
+    name = "torch.distributed._tools.mod_tracker"
+    if name not in sys.modules:
+        path = os.path.join(os.path.dirname(torch.distributed.__file__), "_tools", "mod_tracker.py")
+        spec = importlib.util.spec_from_file_location(name, path) if os.path.isfile(path) else None
+        if spec is None or spec.loader is None:
+            importlib.import_module(name)
+        else:
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+    return sys.modules[name].ModTracker
+
+
+ModTracker = _import_mod_tracker()
 
 MOD_TRACKER_FW_PRE_HOOK_HASHES = {"70e122fa78b3679b": "torch 2.12.1 and 2.13.0"}
 
@@ -744,6 +775,32 @@ def _check_transformers_meta_autocast():
                 f"({(str(e).splitlines() or [''])[0]}): models' forward cannot run on meta")
 
 
+# --------------------------------------------------------------------------------------------
+# transformers_default_attention
+#   for: the attention implementation transformers gives a model class when none is requested
+#   (memgraph's --attn auto): PreTrainedModel.get_correct_attn_implementation turns None into "sdpa"
+#   and falls back to "eager" when _sdpa_can_dispatch raises, i.e. when the class's _supports_sdpa is
+#   False. Read from transformers 5.23.0, transformers/modeling_utils.py.
+# --------------------------------------------------------------------------------------------
+@_guard("transformers_default_attention", "transformers", "transformers 5.23.0, transformers/modeling_utils.py")
+def _check_transformers_default_attention():
+    from transformers import PreTrainedModel
+
+    if not isinstance(getattr(PreTrainedModel, "_supports_sdpa", None), bool):
+        return "PreTrainedModel._supports_sdpa is missing"
+    source = inspect.getsource(PreTrainedModel.get_correct_attn_implementation)
+    if '"sdpa" if requested_attention is None' not in source:
+        return "PreTrainedModel.get_correct_attn_implementation no longer turns None into 'sdpa'"
+    return None
+
+
+def default_attention(cls) -> str:
+    """What transformers builds ``cls`` with when no ``attn_implementation`` is given: ``"sdpa"`` where
+    the class supports it (``cls._supports_sdpa``), else ``"eager"``."""
+    require("transformers_default_attention")
+    return "sdpa" if cls._supports_sdpa else "eager"
+
+
 def model_from_config(cls, config, attn_implementation: str, dtype: torch.dtype) -> torch.nn.Module:
     """``cls`` (a transformers model class) built from ``config``, no weights loaded."""
     require("transformers_from_config")
@@ -756,7 +813,7 @@ __all__ = [
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
     "PrivateApiError", "SDPA_BINDING", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
     "TorchDispatchMode", "WeakIdKeyDictionary", "body_without_torch_function_checks",
-    "current_graph_task_id", "disable_current_modes", "dump_memory_history", "fused_kernels_also_on",
+    "current_graph_task_id", "default_attention", "disable_current_modes", "dump_memory_history", "fused_kernels_also_on",
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",

@@ -27,9 +27,12 @@ HELP_DEFAULTS = {
     "--batch-size": "1", "--seq-len": "the model's", "--image-size": "the model's",
     "--audio-seconds": "the model's", "--target-len": "the model's", "--precision": "fp32",
     "--optimizer": "adamw", "--optimizer-impl": "auto", "--freeze": "none", "--train": "none", "--iterations": "2",
-    "--target": "cuda", "--attn": "eager", "--gradient-checkpointing": "off", "--input": "none",
+    "--target": "cuda", "--attn": "auto", "--gradient-checkpointing": "off", "--input": "none",
     "--gpu": "h100-80gb", "--allocator-conf": "$PYTORCH_CUDA_ALLOC_CONF", "--images": "the model's",
-    "--loop": "plain", "--stage": "none",
+    "--loop": "auto", "--stage": "none", "--zero-grad": "set-to-none", "--loss": "auto",
+    "--lora-rank": "no LoRA", "--lora-alpha": "8, PEFT's", "--lora-targets": "PEFT's default for the model type",
+    "--lora-dropout": "0.0, PEFT's", "--dora": "off", "--quantize": "none", "--grad-accum": "1",
+    "--optimizer-in-backward": "off",
 }
 
 
@@ -86,13 +89,17 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
                 "--optimizer", "sgd-momentum", "--optimizer-impl", "foreach", "--freeze", "*.bias",
                 "--freeze", "lm_head.*", "--train", "h.*", "--iterations", "3", "--gradient-checkpointing",
                 "--input", "x=float32[2]", "--gpu", "A100-80GB", "--allocator-conf", "expandable_segments:True",
-                "--images", "2", "--loop", "trainer", "--stage", "2")
+                "--images", "2", "--loop", "trainer", "--stage", "2", "--zero-grad", "zero", "--loss", "sum")
     want = {"batch_size": 4, "seq_len": 512, "image_size": (448, 672), "audio_seconds": 1.5, "target_len": 7,
             "precision": "bf16-mixed", "optimizer": "sgd-momentum", "optimizer_impl": "foreach",
             "freeze": ("*.bias", "lm_head.*"), "train": ("h.*",), "iterations": 3, "target": "cuda",
             "attn_implementation": "sdpa", "gradient_checkpointing": True, "inputs": ("x=float32[2]",),
             "gpu": "a100-80gb",  # the catalog key, whatever the case given
-            "allocator_conf": "expandable_segments:True", "images": 2, "loop": "trainer", "stage": "2"}
+            "allocator_conf": "expandable_segments:True", "images": 2, "loop": "trainer", "stage": "2",
+            "zero_grad": "zero", "loss": "sum",
+            # the fine-tuning knobs exclude --train/--freeze/--stage: defaults here, parsed in tests/test_lora.py
+            "lora_rank": None, "lora_alpha": None, "lora_targets": None, "lora_dropout": None, "dora": False,
+            "quantize": None, "grad_accum": 1, "optimizer_in_backward": False}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():
         assert getattr(got, name) == value, name
@@ -139,7 +146,7 @@ def test_bad_values_name_the_flag_and_the_text(argv, message, capsys):
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"optimizer": "lion"}, "unknown optimizer 'lion': pass --optimizer one of sgd, sgd-momentum, adam, adamw"),
+    ({"optimizer": "rmsprop"}, "unknown optimizer 'rmsprop': pass --optimizer one of sgd, sgd-momentum, sgd-nesterov, adam, adamw"),
     ({"seq_len": 0}, "sequence length 0 is not a positive integer: pass --seq-len N with N >= 1"),
     ({"batch_size": None}, "batch size None is not a positive integer: pass --batch-size N with N >= 1"),
     ({"attn_implementation": "xformers"}, "unknown attention implementation 'xformers': pass --attn one of"),
@@ -161,7 +168,7 @@ def test_dtype_tables_load_torch_on_first_use():
     from memgraph.model_spec import options
 
     assert options.PRECISION_DTYPE == {"fp32": torch.float32, "fp16-mixed": torch.float32,
-                                       "bf16-mixed": torch.float32, "bf16": torch.bfloat16}
+                                       "bf16-mixed": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     assert options.AUTOCAST_DTYPE == {"fp16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}
     assert not hasattr(options, "NO_SUCH_TABLE")
 

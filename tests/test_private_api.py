@@ -83,6 +83,9 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
                                  classmethod(lambda cls, config: None), "_from_config"),
     "transformers_meta_autocast": ("transformers.utils.generic", "maybe_autocast", _old_maybe_autocast,
                                    "maybe_autocast"),
+    "transformers_default_attention": ("transformers.PreTrainedModel", "get_correct_attn_implementation",
+                                       lambda self, requested, is_init_check=False: requested or "eager",
+                                       "get_correct_attn_implementation"),
 }
 
 

@@ -86,8 +86,8 @@ def _row(options, out_of_scope=None, counter="allocated", measured=1e9) -> Publi
 
 
 def test_unknown_flag_is_pending():
-    e = evaluate(_row([*TINY_OPTIONS, "--lora-rank", "8"]))
-    assert (e.status, e.reason, e.predicted) == ("pending", "needs --lora-rank", None)
+    e = evaluate(_row([*TINY_OPTIONS, "--pipeline-stages", "4"]))  # pipeline parallelism: not an option
+    assert (e.status, e.reason, e.predicted) == ("pending", "needs --pipeline-stages", None)
 
 
 def test_value_outside_the_choices_is_pending():
@@ -155,11 +155,11 @@ def test_published_flag_moves_the_default_report():
 
 def test_validate_published_writes_the_report(tmp_path):
     _write(tmp_path, "a.json", _row_data())
-    _write(tmp_path, "b.json", _row_data(options=[*TINY_OPTIONS, "--lora-rank", "8"]))
+    _write(tmp_path, "b.json", _row_data(options=[*TINY_OPTIONS, "--pipeline-stages", "4"]))
     out = tmp_path / "published.md"
     assert main(["validate", "--published", str(tmp_path), "--output", str(out)]) == 0
     text = out.read_text()
-    assert "Rows: 2 from 1 sources" in text and "1 predicted, 1 pending" in text and "needs --lora-rank" in text
+    assert "Rows: 2 from 1 sources" in text and "1 predicted, 1 pending" in text and "needs --pipeline-stages" in text
 
 
 # -- the stored rows -------------------------------------------------------------------------------------------

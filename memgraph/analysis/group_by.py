@@ -26,7 +26,7 @@ def group_by(log: EventLog, sizes: list[int], key: Callable[[str], str], alive: 
              last_iteration: int) -> dict[str, Totals]:
     """Totals per ``key(module path)``.
 
-    gradients: the last iteration's; optimizer state: what is still held at the end; saved
+    gradients: the last iteration's, or alive at the end (kept by --zero-grad zero/none); optimizer state: what is still held at the end; saved
     activations: saved for backward in the last iteration's forward; peak: alive in ``alive``.
     """
     out: dict[str, Totals] = {}
@@ -44,7 +44,7 @@ def group_by(log: EventLog, sizes: list[int], key: Callable[[str], str], alive: 
                 row.trainable_parameters += numel
         elif cat == Category.BUFFER:
             row.buffer_bytes += size
-        elif cat == Category.GRADIENT and s.iteration == last_iteration:
+        elif cat == Category.GRADIENT and (s.iteration == last_iteration or s.free_event is None):
             row.gradient_bytes += size
         elif cat == Category.OPTIMIZER_STATE and s.free_event is None:
             row.optimizer_state_bytes += size

@@ -99,6 +99,7 @@ class Result:
     modalities: list[ModalityRow] = field(default_factory=list)  # one row per modality group
     peak_modality: str = ""  # modality of the module running at the steady-state peak
     phase_peaks: list = field(default_factory=list)  # Peak of each phase of the last iteration, in order
+    assumptions: list[str] = field(default_factory=list)  # the loop's defaults, resolved (model_spec/defaults.py)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -63,6 +63,7 @@ def summarize(trace: Trace, model_name: str, options: dict, target: str) -> Resu
                     sorted(modalities.items(), key=lambda kv: (kv[0] == SHARED, kv[0]))],
         peak_modality=trace.modalities.get(steady.module, SHARED),
         phase_peaks=phase_peaks(log, live, sizes, where, bounds[-1]),
+        assumptions=list(trace.assumptions),
     )
 
 

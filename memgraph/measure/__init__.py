@@ -8,6 +8,7 @@ import sys
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 
@@ -31,12 +32,15 @@ def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str, snapsho
             return measure_cuda(spec, opts, snapshot)
     else:
         raise MemgraphError(f"unknown device {device!r}: pass --device cpu or --device cuda")
+    resolved = resolve_defaults(spec, opts)  # the record stores what ran: no 'auto' left to re-resolve
+    opts = resolved.options
     record = {
         "kind": "memgraph.measurement",
         "schema_version": MEASUREMENT_SCHEMA,
         "model": spec.name,
         "device": device,
         "options": opts.to_dict(),
+        "assumptions": resolved.assumptions,
         "environment": environment(),
     }
     record.update(run(spec, opts))

@@ -7,23 +7,22 @@ import gc
 from torch.profiler import record_function
 
 from memgraph.cpu_profiler import cpu_memory_events, memory_profile
-from memgraph.measure.real_step import build_run
+from memgraph.measure.real_step import build_run, run_iteration
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
-from memgraph.model_spec.tasks import loss_from_outputs
 from memgraph.private_api import kineto_events
-from memgraph.trace.training_step import train_iteration
 
 
 def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
     """Run ``opts.iterations`` iterations on the CPU; peak bytes of the CPU allocator per iteration."""
     gc.collect()
     with memory_profile() as prof:
-        model, batch, optimizer, impl = build_run(spec, opts, "cpu")
+        run = build_run(spec, opts, "cpu")
+        impl = run.optimizer_impl
         for it in range(1, opts.iterations + 1):
             with record_function(f"memgraph_iteration_{it}"):
-                train_iteration(model, batch, loss_from_outputs, optimizer, loop=opts.loop)
-        del model, batch, optimizer
+                run_iteration(run)
+        del run
     return {"optimizer_impl": impl, "iterations": _per_iteration(prof, opts.iterations)}
 
 

@@ -7,16 +7,14 @@ import subprocess
 import torch
 
 from memgraph.errors import MemgraphError
-from memgraph.measure.real_step import build_run, precision_context
+from memgraph.measure.real_step import build_run, precision_context, run_iteration
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
-from memgraph.model_spec.tasks import loss_from_outputs
 from memgraph.private_api import (
     dump_memory_history,
     set_allocator_settings,
     start_memory_history,
 )
-from memgraph.trace.training_step import train_iteration
 
 NVIDIA_SMI_QUERY = "name,driver_version,memory.total,memory.used"
 
@@ -37,15 +35,14 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions, snapshot: str | None = 
     context = _device_used()  # before any tensor: the CUDA context (and other processes)
     if snapshot:
         start_memory_history(SNAPSHOT_MAX_ENTRIES)
-    model, batch, optimizer, impl = build_run(spec, opts, "cuda")
+    run = build_run(spec, opts, "cuda")
     autocast, scaler = precision_context(opts, "cuda")
     torch.cuda.synchronize()
     iterations = []
     for it in range(1, opts.iterations + 1):
         torch.cuda.reset_peak_memory_stats()
         start = torch.cuda.memory_allocated()
-        train_iteration(model, batch, loss_from_outputs, optimizer, autocast=autocast, scaler=scaler,
-                        loop=opts.loop)
+        run_iteration(run, autocast=autocast, scaler=scaler)
         torch.cuda.synchronize()
         iterations.append({
             "iteration": it,
@@ -62,7 +59,7 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions, snapshot: str | None = 
         dump_memory_history(snapshot)
     props = torch.cuda.get_device_properties(0)
     return {
-        "optimizer_impl": impl,
+        "optimizer_impl": run.optimizer_impl,
         "gpu": {"name": props.name, "total_memory": props.total_memory,
                 "compute_capability": [props.major, props.minor], "cuda": torch.version.cuda,
                 "cudnn": torch.backends.cudnn.version(),  # cuDNN > 9.15 on sm90/sm100 puts cuDNN SDPA first

@@ -1,28 +1,57 @@
-"""Build the real model, batch and optimizer exactly as the tracer does, on a real device."""
+"""Build the real model, batch, loss and optimizer exactly as the tracer does, on a real device."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from memgraph.model_spec.build import build_model
-from memgraph.model_spec.optimizers import make_optimizer, resolve_impl
+from memgraph.model_spec.defaults import resolve_defaults
+from memgraph.model_spec.losses import loss_and_model_batch
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.trace.grad_scaler import make_scaler
+from memgraph.trace.training_step import train_iteration
+from memgraph.trace.grad_accumulation import iteration_function
+from memgraph.trace.optimizer_in_backward import make_step_optimizer
 
 SEED = 0
 
 
-def build_run(spec: ModelSpec, opts: TrainingOptions, device: str):
-    """(model, batch, optimizer, optimizer implementation) with random weights and inputs on ``device``."""
+@dataclass
+class RealRun:
+    """What ``train_iteration`` runs on a real device; ``options`` are the resolved ones (no ``auto``)."""
+
+    model: torch.nn.Module
+    batch: tuple[tuple, dict]  # what the model is called with (a cross-entropy target is held by compute_loss)
+    compute_loss: Callable[[object], torch.Tensor]
+    optimizer: torch.optim.Optimizer | None
+    optimizer_impl: str
+    options: TrainingOptions
+
+
+def build_run(spec: ModelSpec, opts: TrainingOptions, device: str) -> RealRun:
+    """The model, batch, loss and optimizer with random weights and inputs on ``device``."""
+    resolved = resolve_defaults(spec, opts)
+    opts = resolved.options
     torch.manual_seed(SEED)
     model = build_model(spec, opts, device)
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     gen = torch.Generator().manual_seed(SEED)
     batch = batch_spec.make(device, gen)
-    impl = resolve_impl(opts.optimizer_impl, opts.target)
-    optimizer = make_optimizer(opts.optimizer, [p for p in model.parameters() if p.requires_grad], impl)
-    return model, batch, optimizer, impl
+    compute_loss, model_batch = loss_and_model_batch(spec, opts, batch_spec, batch)
+    impl = resolved.optimizer_impl
+    optimizer = make_step_optimizer(opts, [p for p in model.parameters() if p.requires_grad], impl)
+    return RealRun(model, model_batch, compute_loss, optimizer, impl, opts)
+
+
+def run_iteration(run: RealRun, autocast=None, scaler=None) -> None:
+    """One ``train_iteration`` of ``run`` with its resolved loop options."""
+    o = run.options
+    iteration_function(o)(run.model, run.batch, run.compute_loss, run.optimizer, autocast=autocast, scaler=scaler,
+                          loop=o.loop, zero_grad=o.zero_grad)
 
 
 def precision_context(opts: TrainingOptions, device: str):

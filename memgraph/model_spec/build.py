@@ -7,10 +7,24 @@ from dataclasses import replace
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.lora import apply_finetuning
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.stages import apply_stage
 from memgraph.model_spec.trainable import apply_trainable
+from memgraph.private_api import default_attention
+
+
+def resolve_attention(spec: ModelSpec, requested: str) -> str:
+    """``--attn`` as transformers applies it: ``auto`` is what transformers picks for the model class when no
+    ``attn_implementation`` is given (:func:`memgraph.private_api.default_attention`: ``sdpa`` where the class
+    supports it, else ``eager``). ``module:function`` models keep ``auto`` (they take no such argument)."""
+    if requested != "auto" or spec.model_class is None:
+        return requested
+    import transformers
+
+    cls = getattr(transformers, spec.model_class, None)
+    return "eager" if cls is None else default_attention(cls)  # a missing class fails in build with its message
 
 
 def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_context_fn=None) -> torch.nn.Module:
@@ -24,8 +38,8 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_
     """
     dtype = PRECISION_DTYPE[opts.precision]
     meta = torch.device(device).type == "meta"
-    build_opts = opts
-    if meta and opts.attn_implementation == "flash_attention_2":
+    build_opts = replace(opts, attn_implementation=resolve_attention(spec, opts.attn_implementation))
+    if meta and build_opts.attn_implementation == "flash_attention_2":
         build_opts = replace(opts, attn_implementation="sdpa")
     try:
         with torch.device(device):
@@ -49,4 +63,4 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    return model
+    return apply_finetuning(model, opts)  # LoRA / QLoRA (model_spec/lora.py); after checkpointing, as PEFT expects

@@ -18,22 +18,39 @@ from memgraph.facts.gpus import DEFAULT_GPU, get_gpu
 
 # fp32: float32 everywhere. fp16-mixed: torch.autocast(float16) + GradScaler, float32 weights.
 # bf16-mixed: torch.autocast(bfloat16), float32 weights, no scaler. bf16: bfloat16 weights, gradients,
-# optimizer state and floating inputs, no autocast.
-PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16")
+# optimizer state and floating inputs, no autocast. fp16: the same in float16 (``model.half()`` training: no
+# autocast, no GradScaler).
+PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16", "fp16")
 MIXED_PRECISIONS = ("fp16-mixed", "bf16-mixed")
 BF16_PRECISIONS = ("bf16-mixed", "bf16")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+# sgd-nesterov, adafactor, lion, adam8bit, adamw8bit, paged-adamw8bit: memgraph/model_spec/optimizers.py says
+# what state each keeps and where its rules come from (the 8-bit ones: bitsandbytes, emulated on meta)
+OPTIMIZERS = ("sgd", "sgd-momentum", "sgd-nesterov", "adam", "adamw", "adafactor", "lion",
+              "adam8bit", "adamw8bit", "paged-adamw8bit", "none")  # none: forward and backward only
+BNB_8BIT_OPTIMIZERS = ("adam8bit", "adamw8bit", "paged-adamw8bit")
+QUANTIZE = ("4bit", "8bit")  # bitsandbytes storage of the frozen base weights (memgraph/model_spec/quantize.py)
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
 # memgraph/trace/run.py), on the cuda target only.
-ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
-LOOPS = ("plain", "trainer")  # the training loops of memgraph/trace/training_step.py
+# auto: what transformers picks when none is given (memgraph/model_spec/defaults.py)
+ATTN_IMPLEMENTATIONS = ("auto", "eager", "sdpa", "flash_attention_2")
+# the training loops of memgraph/trace/training_step.py; auto: trainer for transformers models, plain for
+# module:function models (memgraph/model_spec/defaults.py)
+LOOPS = ("auto", "plain", "trainer")
+# -- training-loop semantics (memgraph/trace/training_step.py) --
+# set-to-none: zero_grad(set_to_none=True), PyTorch >= 2.0's default; zero: zero_grad(set_to_none=False), the
+# default before 2.0, gradients stay allocated; none: no zero_grad at all (gradients accumulate in place).
+ZERO_GRAD_MODES = ("set-to-none", "zero", "none")
+# the loss of module:function models (memgraph/model_spec/losses.py): auto = a scalar output or .loss as is, else
+# out.sum(); sum = out.sum(); cross-entropy = F.cross_entropy(out, target), target = the input named ``target``
+LOSSES = ("auto", "sum", "cross-entropy")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself
-_PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16"}
+_PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
+                         "fp16": "float16"}
 # dtype of torch.autocast("cuda", dtype=...) for the mixed precisions; AUTOCAST_DTYPE maps to the torch.dtype
 _AUTOCAST_DTYPE_NAME = {"fp16-mixed": "float16", "bf16-mixed": "bfloat16"}
 MIN_ITERATIONS = 2  # iteration 1 creates the optimizer state; the steady state starts at 2
@@ -98,6 +115,17 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def probability(text: str) -> float:
+    """A dropout probability in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 1)")
+    return value
+
+
 @dataclass(frozen=True)
 class Flag:
     """How one :class:`TrainingOptions` field appears on the command line and in README.md's options table."""
@@ -156,12 +184,19 @@ class TrainingOptions:
     precision: str = option(
         "fp32", "--precision",
         "`fp16-mixed`: autocast float16 + GradScaler, float32 weights; `bf16-mixed`: autocast bfloat16, float32 "
-        "weights; `bf16`: bfloat16 weights, gradients and optimizer state. Autocast follows PyTorch's CUDA op "
+        "weights; `bf16`: bfloat16 weights, gradients and optimizer state; `fp16`: the same in float16, no "
+        "autocast and no GradScaler (as `model.half()` training). Autocast follows PyTorch's CUDA op "
         "policy, weight-cast cache included (mixed precisions: cuda target only)",
         choices=PRECISIONS)
-    optimizer: str = option("adamw", "--optimizer", "the optimizer", choices=OPTIMIZERS)
+    optimizer: str = option(
+        "adamw", "--optimizer",
+        "the optimizer; `none`: forward and backward only (no optimizer state, no step; gradients are still made "
+        "and cleared as `--zero-grad` says)",
+        choices=OPTIMIZERS)
     optimizer_impl: str = option(
-        "auto", "--optimizer-impl", "`auto`: foreach for the cuda target, for-loop for cpu (PyTorch's defaults)",
+        "auto", "--optimizer-impl",
+        "`auto`: PyTorch's default (foreach for the cuda target, for-loop for cpu), except AdamW under the "
+        "`trainer` loop: fused, as Hugging Face `TrainingArguments.optim` (`adamw_torch_fused`) picks",
         choices=OPTIMIZER_IMPLS, noun="optimizer implementation")
     freeze: tuple[str, ...] = option(
         (), "--freeze", "freeze parameters whose name matches this shell pattern; applied after `--train`",
@@ -178,8 +213,9 @@ class TrainingOptions:
         "and predicts `torch.cuda.max_memory_allocated`; `cpu` predicts the CPU allocator's peak",
         choices=TARGETS, analyze_only=True)
     attn_implementation: str = option(
-        "eager", "--attn",
-        "transformers' `attn_implementation`; for SDPA the kernel the target GPU would pick (flash, "
+        "auto", "--attn",
+        "transformers' `attn_implementation`; `auto`: what transformers picks when none is given (`sdpa` where the "
+        "model class supports it, else `eager`), shown resolved in the report; for SDPA the kernel the target GPU would pick (flash, "
         "memory-efficient or math, by dtype, head size, mask and compute capability) and the tensors it saves "
         "for backward",
         choices=ATTN_IMPLEMENTATIONS, noun="attention implementation")
@@ -202,8 +238,9 @@ class TrainingOptions:
         "336-px image) and text fills the rest of `--seq-len`",
         metavar="N", parse=positive_int, default_text="the model's", noun="images per sample")
     loop: str = option(
-        "plain", "--loop",
-        "`plain`: `out = model(**batch); out.loss.backward(); opt.step(); opt.zero_grad()`, so the outputs (logits, "
+        "auto", "--loop",
+        "`auto`: `trainer` for transformers models (what fine-tuning with the Hugging Face Trainer runs), `plain` "
+        "for `module:function` models; `plain`: `out = model(**batch); out.loss.backward(); opt.step(); opt.zero_grad()`, so the outputs (logits, "
         "a KV cache) live through the whole step; `trainer` drops them once the loss is taken, as Hugging Face "
         "`Trainer.training_step` does",
         choices=LOOPS, noun="training loop")
@@ -213,6 +250,49 @@ class TrainingOptions:
         "language model (vision tower frozen), `full` everything; the groups come from the model's structure, "
         "and `--train`/`--freeze` narrow the stage's set",
         choices=STAGES)
+    # -- training-loop semantics (issue 8 part 3; memgraph/trace/training_step.py) --
+    zero_grad: str = option(
+        "set-to-none", "--zero-grad",
+        "how gradients are cleared after the step: `set-to-none` frees them (`zero_grad()`, PyTorch >= 2.0); `zero` "
+        "keeps them allocated, zeroed in place, through the next forward (`zero_grad(set_to_none=False)`, the default "
+        "before PyTorch 2.0); `none` never clears them (scripts without `zero_grad`: they accumulate in place)",
+        choices=ZERO_GRAD_MODES, noun="zero_grad mode")
+    loss: str = option(
+        "auto", "--loss",
+        "loss of `module:function` models: `auto` takes a scalar output (or `.loss`) as it is, else `out.sum()`; "
+        "`sum`: `out.sum()` (also for transformers models: their logits summed, labels not passed, as "
+        "`logits.sum().backward()` benchmarks do); `cross-entropy`: `F.cross_entropy(out, target)`, where `target` is the `--input` named "
+        "`target` (integer class indices; it is not passed to the model), e.g. `--input target=int64[32]<10`",
+        choices=LOSSES)
+    # -- fine-tuning knobs (LoRA through PEFT, QLoRA storage, gradient accumulation, optimizer in backward) --
+    lora_rank: int | None = option(
+        None, "--lora-rank",
+        "train LoRA adapters of this rank (PEFT's `get_peft_model`; the base model is frozen)",
+        metavar="R", parse=positive_int, default_text="no LoRA", noun="LoRA rank")
+    lora_alpha: int | None = option(
+        None, "--lora-alpha", "LoRA scaling numerator (with `--lora-rank`)", metavar="A", parse=positive_int,
+        default_text="8, PEFT's", noun="LoRA alpha")
+    lora_targets: str | None = option(
+        None, "--lora-targets",
+        "modules that get adapters: `all-linear`, or module names such as `q_proj,v_proj` (with `--lora-rank`)",
+        metavar="NAMES", default_text="PEFT's default for the model type", noun="LoRA targets")
+    lora_dropout: float | None = option(
+        None, "--lora-dropout", "dropout on the adapters' input (with `--lora-rank`)", metavar="P",
+        parse=probability, default_text="0.0, PEFT's", noun="LoRA dropout")
+    dora: bool = option(False, "--dora", "weight-decomposed LoRA (PEFT's `use_dora`; with `--lora-rank`)")
+    quantize: str | None = option(
+        None, "--quantize",
+        "store the frozen base linear weights as bitsandbytes 0.50 does (`4bit`: NF4, blocks of 64, double "
+        "quantisation, compute in the model's dtype, as QLoRA; `8bit`: LLM.int8, threshold 6.0, no outlier "
+        "column modelled); needs `--lora-rank`, cuda target, fp32 or bf16",
+        choices=QUANTIZE, default_text="none")
+    grad_accum: int = option(
+        1, "--grad-accum", "micro-steps per optimizer step; gradients accumulate between them", metavar="N",
+        parse=positive_int, noun="gradient accumulation steps")
+    optimizer_in_backward: bool = option(
+        False, "--optimizer-in-backward",
+        "step each parameter in its post-accumulate-grad hook and free its gradient there (torchtune's "
+        "optimizer-in-backward)")
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
@@ -252,6 +332,7 @@ class TrainingOptions:
             raise MemgraphError(f"{e.args[0]}: pass --gpu with a name from 'memgraph gpus'") from None
         object.__setattr__(self, "gpu", gpu.key)
         _precision_supported(self.precision, self.target, gpu)
+        _knobs_consistent(self)
         if self.attn_implementation == "flash_attention_2" and self.target != "cuda":
             raise MemgraphError("--attn flash_attention_2 needs a GPU: use --target cuda, or --attn sdpa on the cpu target")
 
@@ -275,6 +356,35 @@ def _precision_supported(precision: str, target: str, gpu) -> None:
             f"--precision {precision} needs native bfloat16 (compute capability >= 8.0) but {gpu.name} is {cc}: "
             "use --precision fp16-mixed or fp32, or pick a newer --gpu"
         )
+
+
+def _knobs_consistent(o: TrainingOptions) -> None:
+    """The fine-tuning knobs that only make sense together, or on one target."""
+    if o.lora_rank is None:
+        given = [flag for flag, on in (("--lora-alpha", o.lora_alpha is not None), ("--lora-targets", o.lora_targets),
+                                       ("--lora-dropout", o.lora_dropout is not None), ("--dora", o.dora),
+                                       ("--quantize", o.quantize)) if on]
+        if given:
+            raise MemgraphError(f"{given[0]} needs --lora-rank R: the adapters are what trains")
+    elif o.train or o.freeze or o.stage is not None:
+        raise MemgraphError("--lora-rank trains the adapters only (PEFT freezes the rest): drop --train/--freeze/--stage")
+    if o.lora_dropout is not None and not 0 <= o.lora_dropout < 1:
+        raise MemgraphError(f"LoRA dropout {o.lora_dropout!r} is not in [0, 1): pass --lora-dropout P")
+    if o.quantize is not None and o.target != "cuda":
+        raise MemgraphError(f"--quantize {o.quantize} emulates bitsandbytes' CUDA kernels: use --target cuda")
+    if o.quantize is not None and o.precision in MIXED_PRECISIONS:
+        raise MemgraphError(f"--quantize {o.quantize} with --precision {o.precision} is not modelled: QLoRA recipes "
+                            "use --precision bf16 (compute dtype bfloat16)")
+    if o.quantize is not None and o.dora:
+        raise MemgraphError("--dora with --quantize is not modelled: drop one of them")
+    if o.optimizer in BNB_8BIT_OPTIMIZERS and o.target != "cuda":
+        raise MemgraphError(f"--optimizer {o.optimizer} emulates bitsandbytes' CUDA kernels: use --target cuda")
+    if o.optimizer_in_backward and o.precision == "fp16-mixed":
+        raise MemgraphError("--optimizer-in-backward with --precision fp16-mixed: the GradScaler unscales all gradients "
+                            "before one step, which per-parameter steps cannot do; use bf16-mixed or bf16")
+    if o.optimizer_in_backward and o.grad_accum > 1:
+        raise MemgraphError("--optimizer-in-backward steps at every backward, so gradients cannot accumulate: "
+                            "drop --grad-accum (torchtune refuses the same combination)")
 
 
 def _positive(label: str, value, flag: str) -> None:

@@ -43,6 +43,7 @@ def summary(r: Result) -> Section:
         f"attention {o['attn_implementation']}, gradient checkpointing {'on' if o['gradient_checkpointing'] else 'off'}, "
         f"{o['loop']} loop" + (f", stage {o['stage']}" if o["stage"] else ""),
         f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)",
+        *([f"assumed: {', '.join(r.assumptions)}"] if r.assumptions else []),
         "",
         f"steady-state peak:   {human_bytes(r.steady_state_peak.bytes)} ({r.steady_state_peak.bytes:,} B) at "
         f"{where(r.steady_state_peak)}",

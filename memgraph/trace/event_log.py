@@ -102,11 +102,11 @@ class EventLog:
     def allocate(self, nbytes: int, dtype: str, shape: tuple[int, ...], origin: Origin, name: str, module: str,
                  phase: str, iteration: int, op_index: int) -> StorageRecord:
         """Append a new storage and its ALLOC event."""
-        rec = StorageRecord(sid=len(self.storages), nbytes=nbytes, dtype=dtype, shape=shape, origin=origin,
-                            name=name, module=module, phase=phase, iteration=iteration, op_index=op_index,
-                            alloc_event=len(self.events))
+        sid = len(self.storages)  # positional: StorageRecord's field order (one call per storage)
+        rec = StorageRecord(sid, nbytes, dtype, shape, origin, name, module, phase, iteration, op_index,
+                            len(self.events))
         self.storages.append(rec)
-        self.events.append((ALLOC, rec.sid))
+        self.events.append((ALLOC, sid))
         return rec
 
     def free(self, sid: int) -> None:

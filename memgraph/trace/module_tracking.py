@@ -53,7 +53,10 @@ class ModuleStack:
     """Tracks the innermost running module as a state_dict-style path ("model.layers.0.mlp")."""
 
     def __init__(self, model: torch.nn.Module):
-        self._paths = {id(m): name for name, m in model.named_modules()}
+        # nn.Identity runs no op, and returns its input itself: its backward hooks (end on the input's gradient,
+        # begin on the output's, the same tensor) fire in the wrong order and would leave it on the stack, taking
+        # the attribution of later ops (PEFT's lora_dropout is an nn.Identity when the dropout is 0)
+        self._paths = {id(m): name for name, m in model.named_modules() if type(m) is not torch.nn.Identity}
         self._tracker = _Tracker()
         self._active: list[str] = []
 

@@ -12,11 +12,12 @@ from memgraph.facts.gpus import get_gpu
 from memgraph.facts.ops.registry import workspace_bytes
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.build import build_model
+from memgraph.model_spec.defaults import resolve_defaults
+from memgraph.model_spec.lora import finetuning_notes
+from memgraph.model_spec.losses import loss_and_model_batch
 from memgraph.model_spec.modality import module_modalities
-from memgraph.model_spec.optimizers import make_optimizer, resolve_impl
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
-from memgraph.model_spec.tasks import loss_from_outputs
 from memgraph.private_api import grad_scaler_state
 from memgraph.trace.autocast_emulation import (
     AutocastStats,
@@ -33,7 +34,8 @@ from memgraph.trace.module_tracking import ModuleStack
 from memgraph.trace.recorder import Recorder
 from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
-from memgraph.trace.training_step import train_iteration
+from memgraph.trace.grad_accumulation import iteration_function
+from memgraph.trace.optimizer_in_backward import OptimizerInBackward, make_step_optimizer
 from memgraph.units import human_bytes
 
 
@@ -52,6 +54,7 @@ class Trace:
     notes: list[str] = field(default_factory=list)
     modalities: dict[str, str] = field(default_factory=dict)  # module path -> modality group (model_spec/modality.py)
     unknowns: list[BoundedUnknown] = field(default_factory=list)  # bounded unknowns the trace met (facts/unknowns.py)
+    assumptions: list[str] = field(default_factory=list)  # the loop's defaults, resolved (model_spec/defaults.py)
 
 
 def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
@@ -59,6 +62,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     start = time.perf_counter()
     device = "meta"
     progress.stage("building the model")
+    resolved = resolve_defaults(spec, opts)
+    opts = resolved.options
     model = build_model(spec, opts, device, checkpoint_context_fn)
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     batch = batch_spec.make(device)
@@ -67,10 +72,11 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     # sequences with .all().item() (masking_utils.find_packed_sequence_indices), which needs values.
     has_values = shadows.attach_batch(batch_spec, batch)
     values = shadows if has_values or opts.gradient_checkpointing else contextlib.nullcontext()
-    impl = resolve_impl(opts.optimizer_impl, opts.target)
+    compute_loss, model_batch = loss_and_model_batch(spec, opts, batch_spec, batch)
+    impl = resolved.optimizer_impl
     trainable = [p for p in model.parameters() if p.requires_grad]
     with fused_on_meta():
-        optimizer = make_optimizer(opts.optimizer, trainable, impl)
+        optimizer = make_step_optimizer(opts, trainable, impl)
 
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
@@ -81,12 +87,17 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     owners = _parameter_owners(model)
     _register_existing(rec, model, batch, owners)
     trainable_sids = {rec.sid_of(p) for p in trainable}
+    if isinstance(optimizer, OptimizerInBackward):  # gradients live (and die) inside backward
+        optimizer.on_grad = lambda p: rec.mark_role(p.grad, Role.GRADIENT, owners.get(id(p)))
+
+    def mark_gradients() -> None:
+        for p in trainable:
+            if p.grad is not None:
+                rec.mark_role(p.grad, Role.GRADIENT, owners.get(id(p)))
 
     def set_phase(phase: str) -> None:
-        if phase == "optimizer":  # backward is done: the .grad storages are the gradients
-            for p in trainable:
-                if p.grad is not None:
-                    rec.mark_role(p.grad, Role.GRADIENT, owners.get(id(p)))
+        if phase in ("optimizer", "zero_grad"):  # backward is done: the .grad storages are the gradients
+            mark_gradients()
         rec.enter(rec.iteration, phase)
         if phase == "backward":
             modules.reset()
@@ -103,9 +114,10 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
-            train_iteration(model, batch, kv_cache.watch(loss_from_outputs), optimizer, set_phase,
+            iteration_function(opts)(model, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
                             autocast=forward_context, loop=opts.loop,
-                            scaler=scaler)
+                            scaler=scaler, zero_grad=opts.zero_grad)
+            mark_gradients()  # --zero-grad zero / none: the gradients stay allocated
             _mark_optimizer_state(rec, optimizer, owners)
             if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
                 for t in grad_scaler_state(scaler):
@@ -121,8 +133,10 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
+               + finetuning_notes(model, optimizer)
                + (kv_cache.notes() if opts.loop == "plain" else [])),
         unknowns=runtime.kernels.unknowns() if runtime is not None else [],
+        assumptions=resolved.assumptions,
     )
 
 
@@ -168,8 +182,10 @@ def _emulation_notes(opts: TrainingOptions, kernel_stats: KernelStats, autocast_
         notes.append("GradScaler: torch.amp.GradScaler run on meta (scale tensors, scaled loss, in-place unscale of "
                      "the gradients via _amp_foreach_non_finite_check_and_unscale_, found_inf per device); "
                      "gradients assumed finite, so every step runs")
-    if opts.precision == "bf16":
-        notes.append("bf16: parameters, gradients, optimizer state and floating inputs in bfloat16, no autocast")
+    if opts.precision in ("bf16", "fp16"):
+        dtype = {"bf16": "bfloat16", "fp16": "float16"}[opts.precision]
+        notes.append(f"{opts.precision}: parameters, gradients, optimizer state and floating inputs in {dtype}, "
+                     "no autocast" + (", no GradScaler" if opts.precision == "fp16" else ""))
     return notes
 
 
@@ -263,6 +279,8 @@ def _tensors_in(obj, depth: int = 4):
 
 def _mark_optimizer_state(rec: Recorder, optimizer: torch.optim.Optimizer, owners: dict[int, str]) -> None:
     """Name the storages that are optimizer state, attributed to their parameter's module."""
+    if optimizer is None:  # --optimizer none
+        return
     for param, state in optimizer.state.items():
         for value in state.values():
             if isinstance(value, torch.Tensor):

@@ -22,6 +22,9 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions
 
 METRICS = ("allocated", "reserved", "device_total")
+# A record stores the options it was measured with; a field it lacks did not exist then, and ran the
+# default of that time, not today's (--attn and --loop became 'auto' with issue 8 part 3).
+LEGACY_OPTIONS = {"attn_implementation": "eager", "loop": "plain", "zero_grad": "set-to-none", "loss": "auto"}
 MEASURED_KEY = {"allocated": "peak_allocated", "reserved": "peak_reserved", "device_total": "device_used"}
 
 
@@ -73,7 +76,7 @@ def measured_peaks(record: dict) -> dict[str, int | None]:
 def predict_record(record: dict) -> dict[str, int | None]:
     from memgraph.api import analyze
 
-    opts = dict(record["options"])
+    opts = {**LEGACY_OPTIONS, **record["options"]}
     for key in ("freeze", "train", "inputs"):
         opts[key] = tuple(opts.get(key) or ())
     options = TrainingOptions(**{**opts, "target": record["device"]})

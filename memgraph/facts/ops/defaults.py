@@ -43,6 +43,7 @@ register(
     "aten.masked_fill_", "aten.fill_", "aten.zero_", "aten.clamp_", "aten.clamp_min_", "aten.clamp_max_",
     "aten.sqrt_", "aten.pow_", "aten.neg_", "aten.exp_", "aten.relu_", "aten.sigmoid_", "aten.tanh_",
     "aten.tril_", "aten.triu_", "aten.hardtanh_",
+    "aten.rsqrt_", "aten.sign_",  # torch.optim.Adafactor's update; lion-pytorch's update_fn
     note="in place on its first argument; no allocation",
 )
 
@@ -80,6 +81,7 @@ register(
     "reduction", "aten.sum", "aten.mean", "aten.argmax", "aten.linalg_vector_norm",
     # small reductions over token ids and masks (vision-language inputs, packed-sequence checks)
     "aten.cumsum", "aten.prod", "aten.max", "aten._is_all_true",
+    "aten.any",  # bitsandbytes' int8_vectorwise_quant outlier search (model_spec/quantize.py, --quantize 8bit)
     note="reduced output (one per reduced tensor, the same size or smaller); CPU reductions keep their "
          "per-thread partials off the c10 allocator",
 )
@@ -238,6 +240,7 @@ register(
     "aten._foreach_addcdiv_", "aten._foreach_addcmul_", "aten._foreach_lerp_", "aten._foreach_sqrt_",
     "aten._foreach_maximum_", "aten._foreach_neg_", "aten._foreach_zero_", "aten._foreach_copy_",
     "aten._foreach_clamp_min_", "aten._foreach_clamp_max_", "aten._foreach_pow_", "aten._foreach_exp_",
+    "aten._foreach_rsqrt_",  # torch.optim.Adafactor (foreach)
     note="in place on every tensor of the list; no allocation (CPU runs the per-tensor slow path)",
 )
 register(
@@ -246,6 +249,14 @@ register(
     "aten._foreach_neg", "aten._foreach_addcdiv", "aten._foreach_addcmul", "aten._foreach_maximum",
     "aten._foreach_pow", "aten._foreach_abs",
     note="one new output per tensor of the list",
+)
+
+register(
+    "foreach",
+    "aten._fused_adamw_", "aten._fused_adam_", "aten._fused_sgd_",
+    note="fused optimizer step (torch.optim fused=True; the Hugging Face Trainer's default adamw_torch_fused): "
+         "parameters, moments and step counters updated in place by one multi-tensor kernel, no allocation "
+         "(torch 2.13 aten/src/ATen/native/cuda/fused_adamw_impl.cu, native/FusedAdam.cpp on CPU)",
 )
 
 # -- host-side and bookkeeping ops ----------------------------------------------------------------

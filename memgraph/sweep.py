@@ -1,0 +1,263 @@
+"""Many analyses in one process: ``memgraph analyze MODEL --batch-size 1,2,4,8 --seq-len 2048,4096``.
+
+Modules are imported and the model spec resolved once. For each sequence length, the batch sizes
+share their traces: the recorded event stream of a training step does not depend on the batch
+size (the same ops run in the same order; only each storage's size changes, and it changes as an
+exact affine function of the batch: ``nbytes(b) = nbytes(lo) + (b - lo) * slope``). So the step is
+traced at the smallest and the largest requested batch sizes, the two traces are checked to be the
+same stream, and every size in between gets an event log whose storage sizes (and shapes) are
+interpolated from the two; liveness, peaks and the allocator replay then run on that log as they
+would on a traced one. The numbers are those of a trace at that size (tests/test_sweep.py).
+
+What is checked before interpolating (otherwise that size is traced for real):
+
+* same stream: the same events, ops, phases and storages (sid, origin, name, module, dtype, rank,
+  saved-for-backward, role, lifetime) at both sizes. Data-dependent models (token layouts read
+  through shadow values, MoE routing) can differ; batch 1 may differ from larger batches (a dim of
+  size 1 makes ``.contiguous()`` a no-op), in which case batch 1 is traced alone and the rest
+  interpolated between the next-smallest and the largest;
+* affine in the batch: each storage's bytes and each shape dim must land on an integer at every
+  requested size, and at most one dim of a shape may change with the batch (two would make its
+  bytes quadratic, e.g. CLIP's ``[b, b]`` logits): such a stream is traced per size;
+* with ``check=True`` a third, middle size is also traced and its log compared with the
+  interpolated one (any difference: every size is traced for real).
+
+Notes that differ between the two traces (the KV-cache note names its bytes) are reported from
+the nearer traced size, prefixed with it.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+
+from memgraph.allocator.replay import device_peaks
+from memgraph.analysis.result import Result
+from memgraph.analysis.summarize import summarize
+from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
+from memgraph.model_spec.sources import ModelSpec, resolve
+from memgraph.trace.event_log import EventLog, StorageRecord
+from memgraph.errors import MemgraphError
+from memgraph.trace.tracer import Trace, trace_training
+from memgraph.units import human_bytes
+
+
+@contextmanager
+def paused_gc():
+    """The cyclic garbage collector off (and what exists now frozen out of its reach) for a block.
+
+    Tracing and analysis allocate millions of small objects (op records, storage records, event
+    tuples) that all live to the end; each automatic collection walks them again. Lifetimes of
+    tensors do not depend on it: storages are freed by reference counting (recorder.py)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
+
+
+@dataclass
+class SweepPoint:
+    """One analysed size of a sweep and how its event log was obtained."""
+
+    batch_size: int
+    seq_len: int | None
+    source: str  # "traced" or "interpolated from batch LO and HI"
+    result: Result
+
+
+def analyze_many(model: str, options: TrainingOptions, batch_sizes: list[int], seq_lens: list[int | None],
+                 check: bool = False) -> list[SweepPoint]:
+    """Analyse ``model`` at every (sequence length, batch size), in that order, sharing traces."""
+    with paused_gc():
+        spec = resolve(model)
+        points = []
+        for seq in _unique(seq_lens):
+            base = replace(options, seq_len=seq)
+            points += _batch_sweep(spec, base, _unique(batch_sizes), check)
+        return points
+
+
+def _unique(values: list) -> list:
+    return list(dict.fromkeys(values))
+
+
+def analyze_trace(spec: ModelSpec, opts: TrainingOptions, trace: Trace) -> Result:
+    """The analysis of one trace (the same passes as :func:`memgraph.api.analyze`)."""
+    result = summarize(trace, spec.name, opts.to_dict(), opts.target)
+    if opts.target == "cuda":
+        result.device = asdict(device_peaks(trace.log, trace.iteration_bounds, opts.gpu, opts.allocator_conf))
+    return result
+
+
+def _batch_sweep(spec: ModelSpec, base: TrainingOptions, sizes: list[int], check: bool) -> list[SweepPoint]:
+    opts = {b: replace(base, batch_size=b) for b in sizes}
+    traces: dict[int, Trace] = {}
+
+    def traced(b: int) -> Trace:
+        if b not in traces:
+            traces[b] = trace_training(spec, opts[b])
+        return traces[b]
+
+    logs: dict[int, tuple[Trace, str]] = {}  # batch -> (trace to analyse, source)
+    remaining = sorted(sizes)
+    while len(remaining) >= 3:
+        lo, hi = remaining[0], remaining[-1]
+        fit = AffineFit.of(traced(lo), lo, traced(hi), hi, remaining)
+        if fit is not None and check:
+            fit = _checked(fit, remaining, traced)
+        if fit is None:  # the smallest differs (or nothing fits): trace it alone, try the rest
+            logs[lo] = (traced(lo), "traced")
+            remaining = remaining[1:]
+            continue
+        for b in remaining:
+            logs[b] = (traces[b], "traced") if b in traces else (fit.trace_at(b, spec, opts[b]), fit.source)
+        remaining = []
+    for b in remaining:
+        logs[b] = (traced(b), "traced")
+    return [SweepPoint(b, base.seq_len, logs[b][1], analyze_trace(spec, opts[b], logs[b][0])) for b in sizes]
+
+
+def _checked(fit: "AffineFit", sizes: list[int], traced) -> "AffineFit | None":
+    """``fit`` if a real trace at a middle size equals its interpolation, else None."""
+    middle = [b for b in sizes if b not in (fit.lo, fit.hi)]
+    if not middle:
+        return fit
+    b = middle[len(middle) // 2]
+    real = traced(b)
+    return fit if _same_stream(real, fit.lo_trace) and _sizes(real.log) == fit.sizes_at(b) else None
+
+
+def _sizes(log: EventLog) -> list[tuple[int, tuple[int, ...]]]:
+    return [(s.nbytes, s.shape) for s in log.storages]
+
+
+def _stream_key(s: StorageRecord) -> tuple:
+    """Everything about a storage except its size and shape (and the analysis' category)."""
+    return (s.sid, s.dtype, len(s.shape), s.origin, s.name, s.module, s.phase, s.iteration, s.op_index,
+            s.alloc_event, s.free_event, s.last_use_op, s.saved_for_backward, s.role)
+
+
+def _same_stream(a: Trace, b: Trace) -> bool:
+    """The two traces record the same step: same events, ops, phases and storages (sizes aside)."""
+    la, lb = a.log, b.log
+    return (la.events == lb.events and la.phase_marks == lb.phase_marks and la.ops == lb.ops
+            and a.iteration_bounds == b.iteration_bounds and a.trainable_sids == b.trainable_sids
+            and a.parameter_count == b.parameter_count and a.optimizer_impl == b.optimizer_impl
+            and a.modalities == b.modalities and len(la.storages) == len(lb.storages)
+            and all(_stream_key(x) == _stream_key(y) for x, y in zip(la.storages, lb.storages)))
+
+
+@dataclass
+class AffineFit:
+    """Each storage's bytes and shape as exact affine functions of the batch size, from two traces."""
+
+    lo: int
+    hi: int
+    lo_trace: Trace
+    hi_trace: Trace
+    # per storage: (bytes at lo, bytes slope numerator, shape at lo, shape slope numerators); slope = num / (hi - lo)
+    terms: list[tuple[int, int, tuple[int, ...], tuple[int, ...]]]
+
+    @property
+    def source(self) -> str:
+        return f"interpolated from batch {self.lo} and {self.hi}"
+
+    @classmethod
+    def of(cls, a: Trace, lo: int, b: Trace, hi: int, sizes: list[int]) -> "AffineFit | None":
+        """The fit through traces ``a`` (batch ``lo``) and ``b`` (``hi``), if it is exact at every size in ``sizes``."""
+        if not _same_stream(a, b):
+            return None
+        span = hi - lo
+        terms = []
+        for x, y in zip(a.log.storages, b.log.storages):
+            dims = tuple(q - p for p, q in zip(x.shape, y.shape))
+            if sum(d != 0 for d in dims) > 1:  # two dims grow: the bytes are not affine in the batch
+                return None
+            terms.append((x.nbytes, y.nbytes - x.nbytes, x.shape, dims))
+        fit = cls(lo, hi, a, b, terms)
+        steps = [b - lo for b in sizes]
+        if not all(_integral(t, steps, span) for t in terms):
+            return None
+        return fit
+
+    def sizes_at(self, batch: int) -> list[tuple[int, tuple[int, ...]]]:
+        """(bytes, shape) of every storage at ``batch``."""
+        step, span = batch - self.lo, self.hi - self.lo
+        return [(n + slope * step // span, shape if not any(dims) else
+                 tuple(d + s * step // span for d, s in zip(shape, dims)))
+                for n, slope, shape, dims in self.terms]
+
+    def trace_at(self, batch: int, spec: ModelSpec, opts: TrainingOptions) -> Trace:
+        """A :class:`Trace` as if the step had been traced at ``batch``: the same stream, interpolated sizes."""
+        start = time.perf_counter()
+        base = self.hi_trace if batch - self.lo > self.hi - batch else self.lo_trace
+        storages = [_resized(s, n, shape) for s, (n, shape) in zip(base.log.storages, self.sizes_at(batch))]
+        log = EventLog(storages=storages, events=base.log.events, ops=base.log.ops, phase_marks=base.log.phase_marks)
+        batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
+        nearer = self.hi if base is self.hi_trace else self.lo
+        other = self.lo_trace if base is self.hi_trace else self.hi_trace
+        notes = [n if n in other.notes else f"(at batch {nearer}) {n}" for n in base.notes]
+        notes.append(f"sweep: batch {batch} {self.source} (memgraph/sweep.py): every storage's size is affine in "
+                     "the batch size and the two traces record the same stream")
+        return replace(base, log=log, batch=[s.describe() for s in batch_spec.inputs], notes=notes,
+                       seconds=time.perf_counter() - start)
+
+
+def _integral(term, steps: list[int], span: int) -> bool:
+    _, slope, _, dims = term
+    return all((slope * step) % span == 0 and all((d * step) % span == 0 for d in dims) for step in steps)
+
+
+def _resized(s: StorageRecord, nbytes: int, shape: tuple[int, ...]) -> StorageRecord:
+    return StorageRecord(s.sid, nbytes, s.dtype, shape, s.origin, s.name, s.module, s.phase, s.iteration,
+                         s.op_index, s.alloc_event, s.free_event, s.last_use_op, s.saved_for_backward, s.role)
+
+
+SWEEP_COLUMNS = ("batch", "seq len", "peak allocated", "first iteration", "peak reserved", "device total", "fits",
+                 "peak at", "log")
+
+
+def check_sweep_format(fmt: str) -> None:
+    """Refuse, before any work, a format that shows one analysis only."""
+    if fmt not in ("table", "md", "json"):
+        raise MemgraphError(f"--format {fmt} shows one analysis: pass one --batch-size and one --seq-len, or use "
+                            "--format table, md or json for a sweep")
+
+
+def render_sweep(points: list[SweepPoint], fmt: str, depth: int = 3) -> str:
+    """``table``/``md``: one row per size; ``json``: the list of full JSON reports, each with ``sweep_source``."""
+    if fmt == "json":
+        import json
+
+        from memgraph.render.json_report import render_json
+
+        reports = [{**json.loads(render_json(p.result, depth)), "sweep_source": p.source} for p in points]
+        return json.dumps(reports, indent=2) + "\n"
+    check_sweep_format(fmt)
+    from tabulate import tabulate
+
+    rows = [_sweep_row(p) for p in points]
+    head = f"{points[0].result.model}: {len(points)} analyses ({points[0].result.metric})"
+    table = tabulate(rows, SWEEP_COLUMNS, tablefmt="github" if fmt == "md" else "simple", disable_numparse=True)
+    return (f"## {head}\n\n" if fmt == "md" else f"{head}\n\n") + table + "\n"
+
+
+def _sweep_row(p: SweepPoint) -> list[str]:
+    r, dev = p.result, p.result.device
+    peak = r.steady_state_peak
+    reserved, total, fits = ((human_bytes(dev["steady_state_reserved"]), human_bytes(dev["steady_state_device_total"]),
+                              "yes" if dev["fits"] else "no") if dev else ("-", "-", "-"))
+    where = f"{peak.phase}: {peak.module or '-'}" if peak.phase else "-"
+    seq = r.options.get("seq_len")
+    return [str(p.batch_size), "model's" if seq is None else str(seq), human_bytes(peak.bytes),
+            human_bytes(r.first_iteration_peak.bytes), reserved, total, fits, where, p.source]
+
+
+__all__ = ["AffineFit", "SweepPoint", "analyze_many", "analyze_trace", "check_sweep_format", "paused_gc", "render_sweep"]
