@@ -172,6 +172,32 @@ def test_stored_rows_load():
         assert r.quote and r.url.startswith("https://")
 
 
+def _number_texts(value: float) -> set[str]:
+    """How a published number may be printed: as stored (5.37, 60.0 -> "60.0" or "60"), or with its trailing
+    zeros (8.70, 5.9004, 1474.320 -> the table's digits); the stored value is never rounded."""
+    text = repr(value)
+    forms = {text, text.rstrip("0").rstrip(".") if "." in text else text}
+    forms |= {f"{value:.{d}f}" for d in range(1, 5) if float(f"{value:.{d}f}") == value}
+    return forms
+
+
+def test_stored_rows_quote_their_number():
+    """The number compared is the one in the quoted text (a copy, never an edit or a rounding)."""
+    missing = [(r.file, r.measured_text) for r in load_rows(PUBLISHED)
+               if not any(form in r.quote for form in _number_texts(float(r.measured_text.split()[0])))]
+    assert not missing
+
+
+def test_stored_rows_models_exist():
+    """A row that is not out of scope names a zoo model or a config file that exists (paths are relative to the
+    repository root); out-of-scope rows may describe a model memgraph has no equivalent for."""
+    from memgraph.model_spec.zoo import names as zoo_names
+
+    missing = [(r.file, r.model) for r in load_rows(PUBLISHED)
+               if not r.out_of_scope and r.model not in zoo_names() and not (REPO / r.model).is_file()]
+    assert not missing
+
+
 @pytest.mark.slow  # predicts every evaluable stored row (7B-class models take seconds each)
 def test_stored_rows_predict_without_failures():
     evaluations = validate_published(PUBLISHED)
