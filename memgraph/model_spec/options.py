@@ -31,6 +31,8 @@ ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
 LOOPS = ("plain", "trainer")  # the training loops of memgraph/trace/training_step.py
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
+# Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
+STRATEGIES = ("ddp", "fsdp")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself
 _PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16"}
@@ -213,6 +215,25 @@ class TrainingOptions:
         "language model (vision tower frozen), `full` everything; the groups come from the model's structure, "
         "and `--train`/`--freeze` narrow the stage's set",
         choices=STAGES)
+    # -- multi-GPU, per rank (memgraph/trace/distributed.py) --
+    nproc: int = option(
+        1, "--nproc",
+        "world size: the number of GPUs (ranks) of a `--strategy` run; the report is rank 0's memory, traced by "
+        "running torch.distributed's own code on a fake process group",
+        metavar="N", parse=positive_int, analyze_only=True, noun="world size")
+    strategy: str | None = option(
+        None, "--strategy",
+        "`ddp`: `DistributedDataParallel` (gradient buckets); `fsdp`: FSDP2 `fully_shard` on every transformer "
+        "block, then the root (sharded parameters, gradients and optimizer state; gathered parameters per block)",
+        choices=STRATEGIES, analyze_only=True, default_text="none (one GPU)")
+    no_reshard_after_forward: bool = option(
+        False, "--no-reshard-after-forward",
+        "`fsdp`: `fully_shard(reshard_after_forward=False)` on the blocks: gathered parameters stay from forward "
+        "to backward", analyze_only=True)
+    gradient_as_bucket_view: bool = option(
+        False, "--gradient-as-bucket-view",
+        "`ddp`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets",
+        analyze_only=True)
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
@@ -252,6 +273,7 @@ class TrainingOptions:
             raise MemgraphError(f"{e.args[0]}: pass --gpu with a name from 'memgraph gpus'") from None
         object.__setattr__(self, "gpu", gpu.key)
         _precision_supported(self.precision, self.target, gpu)
+        _strategy_consistent(self)
         if self.attn_implementation == "flash_attention_2" and self.target != "cuda":
             raise MemgraphError("--attn flash_attention_2 needs a GPU: use --target cuda, or --attn sdpa on the cpu target")
 
@@ -261,6 +283,16 @@ class TrainingOptions:
             if flag_of(f).repeatable:
                 d[f.name] = list(d[f.name])
         return d
+
+
+def _strategy_consistent(opts: TrainingOptions) -> None:
+    if opts.nproc > 1 and opts.strategy is None:
+        raise MemgraphError(f"--nproc {opts.nproc} needs a multi-GPU strategy: pass --strategy "
+                            f"{' or '.join(STRATEGIES)}")
+    if opts.no_reshard_after_forward and opts.strategy != "fsdp":
+        raise MemgraphError("--no-reshard-after-forward is an FSDP option: pass --strategy fsdp, or drop it")
+    if opts.gradient_as_bucket_view and opts.strategy != "ddp":
+        raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp, or drop it")
 
 
 def _precision_supported(precision: str, target: str, gpu) -> None:

@@ -25,6 +25,7 @@ from memgraph.trace.autocast_emulation import (
     emulation_region,
 )
 from memgraph.trace.cuda_library_workspaces import CudaRuntime
+from memgraph.trace.distributed import DistributedRun
 from memgraph.trace import progress
 from memgraph.trace.event_log import EventLog, Origin, Role
 from memgraph.trace.fused_optimizers import fused_on_meta
@@ -56,10 +57,16 @@ class Trace:
 
 def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything."""
+    with DistributedRun(opts) as run:  # --strategy: the fake process group, set up and torn down
+        return _trace_training(spec, opts, run)
+
+
+def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun) -> Trace:
     start = time.perf_counter()
     device = "meta"
     progress.stage("building the model")
     model = build_model(spec, opts, device, checkpoint_context_fn)
+    runner = run.wrap(model)  # what the loop calls: the model, DDP around it, or it sharded by FSDP2
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     batch = batch_spec.make(device)
     shadows = ShadowValues()  # real values of the small integer inputs (token layout, grid sizes)
@@ -74,8 +81,9 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
 
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
-    rec = Recorder(module_of=lambda: modules.current, device_type=device,
+    rec = run.recorder_type(module_of=lambda: modules.current, device_type=device,
                    workspace_of=_workspace_of(opts.target, runtime), on_op=runtime)
+    run.attach(rec)
     progress.watch(rec.log)
     progress.stage("tracing")
     owners = _parameter_owners(model)
@@ -103,7 +111,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
-            train_iteration(model, batch, kv_cache.watch(loss_from_outputs), optimizer, set_phase,
+            train_iteration(runner, batch, kv_cache.watch(loss_from_outputs), optimizer, set_phase,
                             autocast=forward_context, loop=opts.loop,
                             scaler=scaler)
             _mark_optimizer_state(rec, optimizer, owners)
@@ -121,8 +129,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
-               + (kv_cache.notes() if opts.loop == "plain" else [])),
-        unknowns=runtime.kernels.unknowns() if runtime is not None else [],
+               + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()),
+        unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
     )
 
 
