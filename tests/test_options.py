@@ -30,6 +30,8 @@ HELP_DEFAULTS = {
     "--target": "cuda", "--attn": "eager", "--gradient-checkpointing": "off", "--input": "none",
     "--gpu": "h100-80gb", "--allocator-conf": "$PYTORCH_CUDA_ALLOC_CONF", "--images": "the model's",
     "--loop": "plain", "--stage": "none",
+    "--nproc": "1", "--strategy": "none (one GPU)", "--no-reshard-after-forward": "off",
+    "--gradient-as-bucket-view": "off",
 }
 
 

@@ -19,7 +19,7 @@ data) and wraps the model the way a user does, so the trace holds what rank 0 al
   (``_fsdp_collectives.foreach_all_gather``), copied out, and freed after forward
   (``reshard_after_forward``) or kept to backward; gradients are reduce-scattered from a full-size
   buffer (``foreach_reduce``). FSDP2 frees and re-allocates the gathered parameters by resizing
-  their storages, which the recorder is told of (:meth:`ShardedRecorder.storage_freed`).
+  their storages, which the recorder is told of (:meth:`DistributedRecorder.storage_freed`).
 
 Ranks are identical for both strategies with even data: each runs the same program on the same
 shapes; FSDP2's shards differ only where dim 0 does not divide by N, and rank 0 holds the largest
@@ -49,12 +49,16 @@ def _local(t):
     return to_local() if isinstance(t, torch.Tensor) and to_local is not None else t
 
 
-class ShardedRecorder(Recorder):
-    """The recorder for DTensors: it lets DTensor dispatch run and records the ops on the local shards.
+class DistributedRecorder(Recorder):
+    """The recorder of a distributed run: DTensors and the rank-0 side of broadcasts.
 
-    A dispatch mode sees an op on DTensors first; returning NotImplemented hands it to DTensor's
-    ``__torch_dispatch__``, whose ops on the local tensors then reach this mode (the DTensor-level op
-    allocates nothing itself: its result wraps the local result).
+    * A dispatch mode sees an op on DTensors first; returning NotImplemented hands it to DTensor's
+      ``__torch_dispatch__``, whose ops on the local tensors then reach this mode (the DTensor-level op
+      allocates nothing itself: its result wraps the local result).
+    * Host tensors broadcast through the device (DDP's ``Reducer::sync_bucket_indices`` copies the
+      bucket indices to the parameters' device, broadcasts them from rank 0 and copies them back) come
+      back with the values rank 0 sent: a copy from meta into a CPU tensor is skipped, the CPU tensor
+      already holds them.
     """
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -62,6 +66,9 @@ class ShardedRecorder(Recorder):
 
         if any(issubclass(t, DTensor) for t in types):
             return NotImplemented
+        if (func is torch.ops.aten.copy_.default and args[0].device.type == "cpu"
+                and args[1].device.type == self.device_type):
+            return args[0]
         return super().__torch_dispatch__(func, types, args, kwargs)
 
     def sid_of(self, t):
@@ -106,7 +113,7 @@ class DistributedRun:
 
     @property
     def recorder_type(self) -> type[Recorder]:
-        return ShardedRecorder if self.strategy == "fsdp" else Recorder
+        return DistributedRecorder if self.strategy is not None else Recorder
 
     def __enter__(self) -> DistributedRun:
         if self.strategy is None:
@@ -128,11 +135,11 @@ class DistributedRun:
             dist.destroy_process_group()
 
     def _allocated(self, t: torch.Tensor) -> None:
-        if isinstance(self.recorder, ShardedRecorder):
+        if isinstance(self.recorder, DistributedRecorder):
             self.recorder.storage_allocated(t)
 
     def _freed(self, t: torch.Tensor) -> None:
-        if isinstance(self.recorder, ShardedRecorder):
+        if isinstance(self.recorder, DistributedRecorder):
             self.recorder.storage_freed(t)
 
     def attach(self, recorder: Recorder) -> None:
@@ -198,7 +205,7 @@ def fsdp_units(model: nn.Module) -> tuple[list[tuple[str, nn.Module]], str]:
     return units, "each child of the root that holds parameters"
 
 
-def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future:
+def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.Tensor]:
     """DDP's all-reduce of one bucket, as PyTorch's default does it, in place.
 
     torch 2.13 torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py ``allreduce_hook`` divides the
@@ -217,4 +224,8 @@ def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future:
     return future
 
 
-__all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "ShardedRecorder", "fsdp_units"]
+# DDP.register_comm_hook checks the return annotation as an object; this module's annotations are strings
+_allreduce_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
+
+
+__all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "DistributedRecorder", "fsdp_units"]
