@@ -88,13 +88,15 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
                 "--optimizer", "sgd-momentum", "--optimizer-impl", "foreach", "--freeze", "*.bias",
                 "--freeze", "lm_head.*", "--train", "h.*", "--iterations", "3", "--gradient-checkpointing",
                 "--input", "x=float32[2]", "--gpu", "A100-80GB", "--allocator-conf", "expandable_segments:True",
-                "--images", "2", "--loop", "trainer", "--stage", "2")
+                "--images", "2", "--loop", "trainer", "--stage", "2", "--nproc", "8", "--strategy", "ddp",
+                "--gradient-as-bucket-view")
     want = {"batch_size": 4, "seq_len": 512, "image_size": (448, 672), "audio_seconds": 1.5, "target_len": 7,
             "precision": "bf16-mixed", "optimizer": "sgd-momentum", "optimizer_impl": "foreach",
             "freeze": ("*.bias", "lm_head.*"), "train": ("h.*",), "iterations": 3, "target": "cuda",
             "attn_implementation": "sdpa", "gradient_checkpointing": True, "inputs": ("x=float32[2]",),
             "gpu": "a100-80gb",  # the catalog key, whatever the case given
-            "allocator_conf": "expandable_segments:True", "images": 2, "loop": "trainer", "stage": "2"}
+            "allocator_conf": "expandable_segments:True", "images": 2, "loop": "trainer", "stage": "2",
+            "nproc": 8, "strategy": "ddp", "no_reshard_after_forward": False, "gradient_as_bucket_view": True}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():
         assert getattr(got, name) == value, name

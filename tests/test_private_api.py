@@ -83,6 +83,7 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
                                  classmethod(lambda cls, config: None), "_from_config"),
     "transformers_meta_autocast": ("transformers.utils.generic", "maybe_autocast", _old_maybe_autocast,
                                    "maybe_autocast"),
+    "fake_distributed": ("torch.distributed.fsdp._fully_shard._fsdp_param", "free_storage", None, "free_storage"),
 }
 
 
