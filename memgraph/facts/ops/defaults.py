@@ -258,3 +258,5 @@ register(
     "profiler._record_function_enter",
     note="record_function markers (optimizer.step's profiling range); no tensor memory",
 )
+
+from memgraph.facts.ops import collectives  # noqa: E402,F401  (torch.distributed collectives, FSDP2 copies)
