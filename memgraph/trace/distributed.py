@@ -122,8 +122,13 @@ class DistributedRun:
             raise MemgraphError("--strategy needs its own (fake) process group, but torch.distributed is already "
                                 "initialised in this process: run memgraph in a process of its own")
         dist.init_process_group("fake", store=fake_store(), rank=0, world_size=self.nproc)
-        self._patches = distributed_on_meta(self._allocated, self._freed)
-        self._patches.__enter__()
+        try:
+            patches = distributed_on_meta(self._allocated, self._freed)
+            patches.__enter__()
+        except BaseException:
+            dist.destroy_process_group()
+            raise
+        self._patches = patches
         return self
 
     def __exit__(self, *exc) -> None:
