@@ -53,6 +53,21 @@ def test_ddp_gradients_and_buckets(as_view, gradient_bytes):
     assert r.static["optimizer_state"] == 2 * 3 * LAYER  # AdamW exp_avg + exp_avg_sq
 
 
+@pytest.mark.parametrize("model, x, rank0_params", [
+    # ZeroRedundancyOptimizer.partition_parameters: largest first, each to the rank with the fewest elements.
+    # Three Linear(512, 512): the weights go to ranks 0, 1, 2, the three biases to rank 3.
+    (WIDE_MODEL, "x=float32[2,512]", 512 * 512 * F32),
+    # Linear(64, 64), Linear(64, 10): the 64x64 weight to rank 0, the 10x64 weight to 1, the biases to 2 and 3.
+    (MLP, "x=float32[2,64]", 64 * 64 * F32),
+])
+def test_zero1_keeps_the_adam_state_of_rank_0s_partition(model, x, rank0_params):
+    r, trace = _run(model, x, nproc=4, strategy="zero1")
+    assert r.static["optimizer_state"] == 2 * rank0_params  # AdamW exp_avg + exp_avg_sq
+    ddp, _ = _run(model, x, nproc=4, strategy="ddp")
+    assert r.static["gradients"] == ddp.static["gradients"]  # ZeRO-1 leaves gradients to DDP
+    assert r.static["parameters"] == ddp.static["parameters"]
+
+
 # FSDP2 on 4 ranks shards dim 0 in chunks of ceil(rows / 4), padding to 4 chunks:
 #   Linear(64, 64): weight 64 rows -> 16 per rank: 16*64 floats; bias 64 -> 16
 #   Linear(64, 10): weight 10 rows -> padded to 12 -> 3 per rank: 3*64 floats; bias 10 -> 3
@@ -143,9 +158,11 @@ def _measure_real_cpu(model: str, x: str, opts: TrainingOptions) -> list[dict]:
         with memory_profile() as prof:
             model_, batch, unsharded_optimizer, impl = build_run(resolve(model), opts, "cpu")
             del unsharded_optimizer  # it holds the unsharded parameters, which FSDP2 replaces
-            runner = DistributedRun(opts).wrap(model_)  # no meta patches: a real CPU run
+            run = DistributedRun(opts)  # not entered: no meta patches, a real CPU run
+            runner = run.wrap(model_)
             # the optimizer over the wrapped parameters (FSDP2 replaced them with DTensor shards)
-            optimizer = make_optimizer(opts.optimizer, [p for p in model_.parameters() if p.requires_grad], impl)
+            trainable = [p for p in model_.parameters() if p.requires_grad]
+            optimizer = run.shard_optimizer(make_optimizer(opts.optimizer, trainable, impl))
             for it in range(1, opts.iterations + 1):
                 with record_function(f"memgraph_iteration_{it}"):
                     train_iteration(runner, batch, loss_from_outputs, optimizer, loop=opts.loop)
@@ -158,8 +175,8 @@ def _measure_real_cpu(model: str, x: str, opts: TrainingOptions) -> list[dict]:
 @pytest.mark.slow
 @pytest.mark.parametrize("options", [
     {"strategy": "ddp"}, {"strategy": "ddp", "gradient_as_bucket_view": True},
-    {"strategy": "fsdp"}, {"strategy": "fsdp", "no_reshard_after_forward": True},
-], ids=["ddp", "ddp-bucket-view", "fsdp", "fsdp-no-reshard"])
+    {"strategy": "fsdp"}, {"strategy": "fsdp", "no_reshard_after_forward": True}, {"strategy": "zero1"},
+], ids=["ddp", "ddp-bucket-view", "fsdp", "fsdp-no-reshard", "zero1"])
 @pytest.mark.parametrize("model, x", [(MLP, "x=float32[2,64]"), (WIDE_MODEL, "x=float32[2,512]")],
                          ids=["mlp", "three-linears"])
 def test_prediction_matches_the_real_cpu_run(model, x, options):

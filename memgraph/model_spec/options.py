@@ -32,7 +32,7 @@ LOOPS = ("plain", "trainer")  # the training loops of memgraph/trace/training_st
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
 # Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
-STRATEGIES = ("ddp", "fsdp")
+STRATEGIES = ("ddp", "fsdp", "zero1")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself
 _PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16"}
@@ -224,7 +224,9 @@ class TrainingOptions:
     strategy: str | None = option(
         None, "--strategy",
         "`ddp`: `DistributedDataParallel` (gradient buckets); `fsdp`: FSDP2 `fully_shard` on every transformer "
-        "block, then the root (sharded parameters, gradients and optimizer state; gathered parameters per block)",
+        "block, then the root (sharded parameters, gradients and optimizer state; gathered parameters per block); "
+        "`zero1`: DDP with `ZeroRedundancyOptimizer` (ZeRO stage 1: each rank keeps the optimizer state of its "
+        "partition of the parameters)",
         choices=STRATEGIES, analyze_only=True, default_text="none (one GPU)")
     no_reshard_after_forward: bool = option(
         False, "--no-reshard-after-forward",
@@ -232,7 +234,7 @@ class TrainingOptions:
         "to backward", analyze_only=True)
     gradient_as_bucket_view: bool = option(
         False, "--gradient-as-bucket-view",
-        "`ddp`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets",
+        "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets",
         analyze_only=True)
 
     def __post_init__(self):
@@ -291,8 +293,8 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
                             f"{' or '.join(STRATEGIES)}")
     if opts.no_reshard_after_forward and opts.strategy != "fsdp":
         raise MemgraphError("--no-reshard-after-forward is an FSDP option: pass --strategy fsdp, or drop it")
-    if opts.gradient_as_bucket_view and opts.strategy != "ddp":
-        raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp, or drop it")
+    if opts.gradient_as_bucket_view and opts.strategy not in ("ddp", "zero1"):
+        raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp or zero1, or drop it")
 
 
 def _precision_supported(precision: str, target: str, gpu) -> None:

@@ -28,6 +28,8 @@ shapes; FSDP2's shards differ only where dim 0 does not divide by N, and rank 0 
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -39,6 +41,7 @@ from memgraph.model_spec.options import TrainingOptions
 from memgraph.private_api import distributed_on_meta, fake_store
 from memgraph.trace.event_log import Origin, Role
 from memgraph.trace.recorder import Recorder
+from memgraph.units import human_bytes
 
 DDP_BUCKET_MODULE = "DDP gradient bucket"  # the module path DDP's buckets are attributed to
 
@@ -110,6 +113,7 @@ class DistributedRun:
         self.recorder: Recorder | None = None
         self._patches = None
         self._units: list[str] = []
+        self._partition_bytes: list[int] = []
 
     @property
     def recorder_type(self) -> type[Recorder]:
@@ -154,7 +158,7 @@ class DistributedRun:
     # -- wrapping -------------------------------------------------------------------------------
     def wrap(self, model: nn.Module) -> nn.Module:
         """What the training loop calls: ``model`` itself, a DDP wrapper of it, or it sharded in place."""
-        if self.strategy == "ddp":
+        if self.strategy in ("ddp", "zero1"):
             return self._ddp(model)
         if self.strategy == "fsdp":
             return self._fsdp(model)
@@ -178,6 +182,30 @@ class DistributedRun:
         self._unit_rule = rule
         return model
 
+    def shard_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """``zero1``: the same optimizer class and settings inside ``ZeroRedundancyOptimizer``, which gives
+        each rank the parameters of its partition (torch 2.13 torch/distributed/optim/zero_redundancy_optimizer.py
+        ``partition_parameters``: largest first, each to the rank with the fewest elements so far), steps only
+        those and broadcasts them from their owner afterwards; other strategies: ``optimizer`` itself."""
+        if self.strategy != "zero1":
+            return optimizer
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        accepted = inspect.signature(type(optimizer).__init__).parameters
+        settings = {k: v for k, v in optimizer.defaults.items() if k in accepted}
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        zero = ZeroRedundancyOptimizer(params, optimizer_class=type(optimizer), **settings)
+        self._partition_bytes = [_nbytes(p for group in zero.optim.param_groups for p in group["params"]),
+                                 _nbytes(params)]
+        return zero
+
+    @staticmethod
+    def local_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """The optimizer whose ``state`` holds this rank's tensors (ZeroRedundancyOptimizer's ``optim``)."""
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        return optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else optimizer
+
     # -- report ---------------------------------------------------------------------------------
     def notes(self) -> list[str]:
         if self.strategy is None:
@@ -185,10 +213,18 @@ class DistributedRun:
         head = (f"multi-GPU: {self.strategy} on {self.nproc} ranks; the figures are rank 0's, traced with "
                 "torch.distributed's own code on PyTorch's fake process group (collectives move no data). "
                 "Ranks are identical with even data")
-        if self.strategy == "ddp":
+        if self.strategy in ("ddp", "zero1"):
             view = "views of the buckets" if self.opts.gradient_as_bucket_view else "copied into the buckets"
-            return [head + ".", f"DDP: gradient buckets of the C++ Reducer (first bucket 1 MiB, then 25 MiB, "
-                    f"rebuilt in gradient-ready order after iteration 1) counted as gradients; gradients are {view}"]
+            notes = [head + ("." if self.strategy == "ddp" else ", except for ZeRO's partitions below."),
+                     f"DDP: gradient buckets of the C++ Reducer (first bucket 1 MiB, then 25 MiB, rebuilt in "
+                     f"gradient-ready order after iteration 1) counted as gradients; gradients are {view}"]
+            if self.strategy == "zero1":
+                mine, total = self._partition_bytes
+                notes.append("ZeRO-1: ZeroRedundancyOptimizer steps only this rank's partition of the parameters, "
+                             f"so its optimizer state is that partition's: rank 0 holds {human_bytes(mine)} of "
+                             f"{human_bytes(total)} of trainable parameters. Partitions are whole parameters, "
+                             "largest first to the least-loaded rank, so other ranks' shares differ")
+            return notes
         reshard = "kept from forward to backward" if self.opts.no_reshard_after_forward else "freed after forward"
         return [head + " (FSDP2 pads dim 0 to a multiple of the world size; rank 0 holds a full shard).",
                 f"FSDP2: fully_shard on {len(self._units)} units ({self._unit_rule}) and the root; parameters, "
@@ -198,6 +234,10 @@ class DistributedRun:
 
     def unknowns(self) -> list[BoundedUnknown]:
         return nccl_buffers(self.nproc) if self.strategy is not None else []
+
+
+def _nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def fsdp_units(model: nn.Module) -> tuple[list[tuple[str, nn.Module]], str]:

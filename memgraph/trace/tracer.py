@@ -77,7 +77,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     impl = resolve_impl(opts.optimizer_impl, opts.target)
     trainable = [p for p in model.parameters() if p.requires_grad]
     with fused_on_meta():
-        optimizer = make_optimizer(opts.optimizer, trainable, impl)
+        optimizer = run.shard_optimizer(make_optimizer(opts.optimizer, trainable, impl))  # zero1: partitioned
 
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
@@ -114,7 +114,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
             train_iteration(runner, batch, kv_cache.watch(loss_from_outputs), optimizer, set_phase,
                             autocast=forward_context, loop=opts.loop,
                             scaler=scaler)
-            _mark_optimizer_state(rec, optimizer, owners)
+            _mark_optimizer_state(rec, run.local_optimizer(optimizer), owners)
             if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
                 for t in grad_scaler_state(scaler):
                     rec.mark_role(t, Role.OPTIMIZER_STATE)
