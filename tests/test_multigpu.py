@@ -189,3 +189,25 @@ def test_prediction_matches_the_real_cpu_run(model, x, options):
     for predicted, real in ((r.first_iteration_peak.bytes, measured[0]["peak_allocated"]),
                             (r.steady_state_peak.bytes, measured[1]["peak_allocated"])):
         assert 0 <= real - predicted <= 0.002 * real
+
+
+def test_fsdp_mixed_precision_gathers_bfloat16():
+    # MixedPrecisionPolicy(param_dtype=bfloat16): FSDP2 casts rank 0's float32 shard of a unit to bfloat16
+    # (1040 elements x 2 bytes for unit 0) and all-gathers 4 of them into one flat bfloat16 buffer; the
+    # shards, gradients and AdamW state stay float32. The cuda target (mixed precision is modelled there).
+    opts = TrainingOptions(inputs=("x=float32[2,64]",), nproc=4, strategy="fsdp", precision="bf16-mixed",
+                           fsdp_mixed_precision=True)
+    r, trace = analyze_traced(MLP, opts)
+    made = {(s.nbytes, s.dtype) for s in _made_in(trace, 2, "forward") if s.name == "aten.empty.memory_format"}
+    assert (UNIT0_SHARD * 2, "bfloat16") in made  # the cast shard, 2,080 bytes
+    assert (4 * UNIT0_SHARD * 2, "bfloat16") in made  # the all-gather output, 8,320 bytes
+    params = [s for s in trace.log.storages if s.origin == "parameter"]
+    assert sum(s.nbytes for s in params) == SHARD_BYTES and {s.dtype for s in params} == {"float32"}
+    assert not any(note.startswith("autocast: emulated") for note in r.notes)  # the policy replaces autocast
+
+
+def test_fsdp_mixed_precision_needs_fsdp_and_bf16_mixed():
+    with pytest.raises(MemgraphError, match="--fsdp-mixed-precision"):
+        TrainingOptions(nproc=2, strategy="ddp", precision="bf16-mixed", fsdp_mixed_precision=True)
+    with pytest.raises(MemgraphError, match="--fsdp-mixed-precision"):
+        TrainingOptions(nproc=2, strategy="fsdp", fsdp_mixed_precision=True)

@@ -31,7 +31,7 @@ HELP_DEFAULTS = {
     "--gpu": "h100-80gb", "--allocator-conf": "$PYTORCH_CUDA_ALLOC_CONF", "--images": "the model's",
     "--loop": "plain", "--stage": "none",
     "--nproc": "1", "--strategy": "none (one GPU)", "--no-reshard-after-forward": "off",
-    "--gradient-as-bucket-view": "off",
+    "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off",
 }
 
 
@@ -96,7 +96,8 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "attn_implementation": "sdpa", "gradient_checkpointing": True, "inputs": ("x=float32[2]",),
             "gpu": "a100-80gb",  # the catalog key, whatever the case given
             "allocator_conf": "expandable_segments:True", "images": 2, "loop": "trainer", "stage": "2",
-            "nproc": 8, "strategy": "ddp", "no_reshard_after_forward": False, "gradient_as_bucket_view": True}
+            "nproc": 8, "strategy": "ddp", "no_reshard_after_forward": False, "fsdp_mixed_precision": False,
+            "gradient_as_bucket_view": True}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():
         assert getattr(got, name) == value, name

@@ -232,6 +232,11 @@ class TrainingOptions:
         False, "--no-reshard-after-forward",
         "`fsdp`: `fully_shard(reshard_after_forward=False)` on the blocks: gathered parameters stay from forward "
         "to backward", analyze_only=True)
+    fsdp_mixed_precision: bool = option(
+        False, "--fsdp-mixed-precision",
+        "`fsdp` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
+        "reduce_dtype=float32)` instead of autocast: float32 shards, parameters gathered and used in bfloat16, "
+        "gradients reduced in float32", analyze_only=True)
     gradient_as_bucket_view: bool = option(
         False, "--gradient-as-bucket-view",
         "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets",
@@ -293,6 +298,9 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
                             f"{' or '.join(STRATEGIES)}")
     if opts.no_reshard_after_forward and opts.strategy != "fsdp":
         raise MemgraphError("--no-reshard-after-forward is an FSDP option: pass --strategy fsdp, or drop it")
+    if opts.fsdp_mixed_precision and (opts.strategy != "fsdp" or opts.precision != "bf16-mixed"):
+        raise MemgraphError("--fsdp-mixed-precision replaces autocast under FSDP2: pass --strategy fsdp "
+                            "--precision bf16-mixed with it, or drop it")
     if opts.gradient_as_bucket_view and opts.strategy not in ("ddp", "zero1"):
         raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp or zero1, or drop it")
 

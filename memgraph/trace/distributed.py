@@ -174,10 +174,16 @@ class DistributedRun:
     def _fsdp(self, model: nn.Module) -> nn.Module:
         from torch.distributed.fsdp import fully_shard
 
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        policy = MixedPrecisionPolicy()  # fully_shard's default: no casts
+        if self.opts.fsdp_mixed_precision:
+            policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         units, rule = fsdp_units(model)
         for name, unit in units:
-            fully_shard(unit, reshard_after_forward=not self.opts.no_reshard_after_forward)
-        fully_shard(model)  # the root: reshard_after_forward None = False for the root (fully_shard's docstring)
+            fully_shard(unit, reshard_after_forward=not self.opts.no_reshard_after_forward, mp_policy=policy)
+        # the root: reshard_after_forward None = False for the root (fully_shard's docstring)
+        fully_shard(model, mp_policy=policy)
         self._units = [name for name, _ in units]
         self._unit_rule = rule
         return model
@@ -230,7 +236,9 @@ class DistributedRun:
                 f"FSDP2: fully_shard on {len(self._units)} units ({self._unit_rule}) and the root; parameters, "
                 f"gradients and optimizer state are rank 0's shards; each unit's parameters are all-gathered "
                 f"for its forward and backward and {reshard}; gathered parameters count as activations or "
-                "temporaries"]
+                "temporaries"] + (["FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) instead "
+                                   "of autocast: each unit's float32 shard is cast to bfloat16 before its all-gather"]
+                                  if self.opts.fsdp_mixed_precision else [])
 
     def unknowns(self) -> list[BoundedUnknown]:
         return nccl_buffers(self.nproc) if self.strategy is not None else []

@@ -157,7 +157,7 @@ def _forward_emulation(opts: TrainingOptions, device: str):
     force = "flash" if opts.attn_implementation == "flash_attention_2" else None
     factories = [kernel_factory(opts.target, cc, kernel_stats, device, force=force)]
     autocast_stats = None
-    if opts.precision in AUTOCAST_DTYPE:
+    if opts.precision in AUTOCAST_DTYPE and not opts.fsdp_mixed_precision:  # FSDP2's policy casts instead
         autocast_stats = AutocastStats(AUTOCAST_DTYPE[opts.precision])
         factories.append(autocast_factory(autocast_stats, device))
     return (lambda: emulation_region(*factories)), kernel_stats, autocast_stats
