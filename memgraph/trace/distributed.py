@@ -29,6 +29,7 @@ shapes; FSDP2's shards differ only where dim 0 does not divide by N, and rank 0 
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -195,7 +196,9 @@ class DistributedRun:
         those and broadcasts them from their owner afterwards; other strategies: ``optimizer`` itself."""
         if self.strategy != "zero1":
             return optimizer
-        from torch.distributed.optim import ZeroRedundancyOptimizer
+        with warnings.catch_warnings():  # torch 2.13's torch.distributed.optim imports torch.jit.script (deprecated)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from torch.distributed.optim import ZeroRedundancyOptimizer
 
         accepted = inspect.signature(type(optimizer).__init__).parameters
         settings = {k: v for k, v in optimizer.defaults.items() if k in accepted}
@@ -205,12 +208,9 @@ class DistributedRun:
                                  _nbytes(params)]
         return zero
 
-    @staticmethod
-    def local_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    def local_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         """The optimizer whose ``state`` holds this rank's tensors (ZeroRedundancyOptimizer's ``optim``)."""
-        from torch.distributed.optim import ZeroRedundancyOptimizer
-
-        return optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else optimizer
+        return optimizer.optim if self.strategy == "zero1" else optimizer
 
     # -- report ---------------------------------------------------------------------------------
     def notes(self) -> list[str]:
