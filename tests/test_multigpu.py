@@ -135,7 +135,8 @@ def test_nccl_buffers_are_a_bounded_unknown_of_the_total():
 # -- ground truth: the same distributed step run for real on the CPU ---------------------------------
 def _measure_real_cpu(model: str, x: str, opts: TrainingOptions) -> list[dict]:
     """Rank 0's real CPU allocations: the same model, DDP/FSDP2 wrapper and loop on real CPU tensors, over
-    the fake process group (collectives move no data, so every allocation is the rank's own)."""
+    the fake process group (collectives move no data, so every allocation is the rank's own). The models
+    return a tensor, so the loss is ``out.sum()`` and the loop the plain one, as in the trace."""
     import gc
 
     import torch
@@ -144,28 +145,31 @@ def _measure_real_cpu(model: str, x: str, opts: TrainingOptions) -> list[dict]:
 
     from memgraph.cpu_profiler import memory_profile
     from memgraph.measure.cpu import _per_iteration
-    from memgraph.measure.real_step import build_run
-    from memgraph.model_spec.optimizers import make_optimizer
+    from memgraph.model_spec.build import build_model
+    from memgraph.model_spec.optimizers import make_optimizer, resolve_impl
+    from memgraph.model_spec.options import PRECISION_DTYPE
     from memgraph.model_spec.sources import resolve
     from memgraph.model_spec.tasks import loss_from_outputs
     from memgraph.private_api import fake_store
     from memgraph.trace.distributed import DistributedRun
     from memgraph.trace.training_step import train_iteration
 
+    spec = resolve(model)
     dist.init_process_group("fake", store=fake_store(), rank=0, world_size=opts.nproc)
     try:
         gc.collect()
         with memory_profile() as prof:
-            model_, batch, unsharded_optimizer, impl = build_run(resolve(model), opts, "cpu")
-            del unsharded_optimizer  # it holds the unsharded parameters, which FSDP2 replaces
+            torch.manual_seed(0)
+            model_ = build_model(spec, opts, "cpu")
+            batch = spec.batch(opts, PRECISION_DTYPE[opts.precision]).make("cpu", torch.Generator().manual_seed(0))
             run = DistributedRun(opts)  # not entered: no meta patches, a real CPU run
             runner = run.wrap(model_)
             # the optimizer over the wrapped parameters (FSDP2 replaced them with DTensor shards)
             trainable = [p for p in model_.parameters() if p.requires_grad]
-            optimizer = run.shard_optimizer(make_optimizer(opts.optimizer, trainable, impl))
+            optimizer = run.shard_optimizer(make_optimizer(opts.optimizer, trainable, resolve_impl("auto", "cpu")))
             for it in range(1, opts.iterations + 1):
                 with record_function(f"memgraph_iteration_{it}"):
-                    train_iteration(runner, batch, loss_from_outputs, optimizer, loop=opts.loop)
+                    train_iteration(runner, batch, loss_from_outputs, optimizer, loop="plain")
             del model_, runner, batch, optimizer
         return _per_iteration(prof, opts.iterations)
     finally:
