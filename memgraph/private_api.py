@@ -835,12 +835,114 @@ def model_from_config(cls, config, attn_implementation: str, dtype: torch.dtype)
     return cls._from_config(config, attn_implementation=attn_implementation, dtype=dtype)
 
 
+# --------------------------------------------------------------------------------------------
+# torch.distributed on meta with the fake process group: FakeStore, DDP's parameter check, FSDP2's
+# device, device handle, meta check and storage resizes
+#   for: --strategy ddp|fsdp run PyTorch's own DistributedDataParallel and fully_shard on meta
+#   (memgraph/trace/distributed.py). Read from torch 2.13.0:
+#   - torch/testing/_internal/distributed/fake_pg.py: FakeStore (the "fake" backend's store);
+#   - torch/nn/parallel/distributed.py: DDP.__init__ calls _verify_param_shape_across_processes,
+#     which reads a shape tensor with .item() (refused on meta); it checks ranks agree, no memory;
+#   - torch/distributed/fsdp/_fully_shard/_fully_shard.py: fully_shard takes its device from
+#     _fsdp_init._get_device_from_mesh (the mesh's, cpu here): on meta the gathered parameters
+#     must be meta too;
+#   - _fsdp_param_group.py, _fsdp_collectives.py, _fsdp_state.py: streams and events come from
+#     device_mesh._get_device_handle(device.type) (getattr(torch, type)): torch.cpu's no-op
+#     streams and events serve meta, as they serve a CPU run;
+#   - _fsdp_param_group.FSDPParamGroup._validate_no_meta_params refuses meta parameters in lazy_init;
+#   - _fsdp_param.alloc_storage / free_storage: FSDP2 frees and re-allocates the unsharded parameters
+#     with untyped_storage().resize_(0 | size), which no dispatch mode sees: they are reported to
+#     the recorder.
+# --------------------------------------------------------------------------------------------
+_FSDP_MODULES = ("_fully_shard", "_fsdp_init", "_fsdp_param", "_fsdp_param_group", "_fsdp_collectives",
+                 "_fsdp_state")
+
+
+def _fsdp_module(name: str):
+    import importlib
+
+    return importlib.import_module(f"torch.distributed.fsdp._fully_shard.{name}")
+
+
+@_guard("fake_distributed", "torch", "torch 2.13.0, torch/nn/parallel/distributed.py and "
+        "torch/distributed/fsdp/_fully_shard/")
+def _check_fake_distributed():
+    from torch.testing._internal.distributed import fake_pg
+    import torch.nn.parallel.distributed as ddp
+
+    problem = _missing(fake_pg, "FakeStore") or _missing(ddp, "_verify_param_shape_across_processes")
+    if problem:
+        return problem
+    fsdp = {name: _fsdp_module(name) for name in _FSDP_MODULES}
+    problem = (_missing(fsdp["_fully_shard"], "_get_device_from_mesh")
+               or _missing(fsdp["_fsdp_param"], "alloc_storage", "free_storage")
+               or _missing(fsdp["_fsdp_param_group"], "alloc_storage")
+               or _missing(fsdp["_fsdp_param_group"].FSDPParamGroup, "_validate_no_meta_params"))
+    if problem:
+        return problem
+    for name in ("alloc_storage", "free_storage"):
+        if "resize_" not in getattr(fsdp["_fsdp_param"], name).__code__.co_names:
+            return f"torch.distributed.fsdp._fully_shard._fsdp_param.{name} no longer resizes the storage"
+    for name in ("_fsdp_init", "_fsdp_param_group", "_fsdp_collectives", "_fsdp_state"):
+        if not hasattr(fsdp[name], "_get_device_handle"):
+            return f"torch.distributed.fsdp._fully_shard.{name} no longer imports _get_device_handle"
+    return None
+
+
+def fake_store():
+    """The store of PyTorch's fake process group (``dist.init_process_group("fake", store=...)``)."""
+    require("fake_distributed")
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    return FakeStore()
+
+
+@contextlib.contextmanager
+def distributed_on_meta(on_alloc_storage: Callable[[torch.Tensor], None],
+                        on_free_storage: Callable[[torch.Tensor], None]):
+    """While open, DDP and FSDP2 run on meta tensors (see the section comment); FSDP2's storage resizes
+    call ``on_free_storage(t)`` before a free and ``on_alloc_storage(t)`` after an allocation."""
+    require("fake_distributed")
+    import torch.nn.parallel.distributed as ddp
+
+    fsdp = {name: _fsdp_module(name) for name in _FSDP_MODULES}
+    original_alloc, original_free = fsdp["_fsdp_param"].alloc_storage, fsdp["_fsdp_param"].free_storage
+
+    def alloc_storage(tensor):
+        grows = tensor.untyped_storage().size() != tensor.numel() * tensor.itemsize
+        original_alloc(tensor)
+        if grows:
+            on_alloc_storage(tensor)
+
+    def free_storage(tensor):
+        if tensor.untyped_storage().size() != 0:
+            on_free_storage(tensor)
+        original_free(tensor)
+
+    def device_handle(original):
+        return lambda device_type="cuda": torch.cpu if device_type == "meta" else original(device_type)
+
+    with contextlib.ExitStack() as stack:
+        patch = stack.enter_context
+        patch(mock.patch.object(ddp, "_verify_param_shape_across_processes", lambda *a, **k: None))
+        patch(mock.patch.object(fsdp["_fully_shard"], "_get_device_from_mesh", lambda mesh: torch.device("meta")))
+        patch(mock.patch.object(fsdp["_fsdp_param_group"].FSDPParamGroup, "_validate_no_meta_params",
+                                lambda self: None))
+        patch(mock.patch.object(fsdp["_fsdp_param"], "alloc_storage", alloc_storage))
+        patch(mock.patch.object(fsdp["_fsdp_param"], "free_storage", free_storage))
+        patch(mock.patch.object(fsdp["_fsdp_param_group"], "alloc_storage", alloc_storage))
+        for module in fsdp.values():
+            if hasattr(module, "_get_device_handle"):
+                patch(mock.patch.object(module, "_get_device_handle", device_handle(module._get_device_handle)))
+        yield
+
+
 __all__ = [
     "ASSUMED_SCHEMAS", "BINDING_NAMESPACES", "DROPOUT_BINDING", "DisableTorchFunction", "GUARDS",
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
     "PrivateApiError", "SDPA_BINDING", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
     "TorchDispatchMode", "WeakIdKeyDictionary", "body_without_torch_function_checks",
-    "current_graph_task_id", "default_attention", "disable_current_modes", "dump_memory_history", "fused_kernels_also_on",
+    "current_graph_task_id", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",

@@ -35,6 +35,8 @@ HELP_DEFAULTS = {
     "--optimizer-in-backward": "off",
     "--context-bytes": "estimated", "--cuda-version": "13 (the PyPI wheel of torch 2.13), 12 on Volta",
     "--module-loading": "lazy",
+    "--nproc": "1", "--strategy": "none (one GPU)", "--no-reshard-after-forward": "off",
+    "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off",
 }
 
 
@@ -92,7 +94,8 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
                 "--freeze", "lm_head.*", "--train", "h.*", "--iterations", "3", "--gradient-checkpointing",
                 "--input", "x=float32[2]", "--gpu", "A100-80GB", "--allocator-conf", "expandable_segments:True",
                 "--images", "2", "--loop", "trainer", "--stage", "2", "--zero-grad", "zero", "--loss", "sum",
-                "--context-bytes", "1.5GiB", "--cuda-version", "12", "--module-loading", "eager")
+                "--context-bytes", "1.5GiB", "--cuda-version", "12", "--module-loading", "eager",
+                "--nproc", "8", "--strategy", "ddp", "--gradient-as-bucket-view")
     want = {"batch_size": 4, "seq_len": 512, "image_size": (448, 672), "audio_seconds": 1.5, "target_len": 7,
             "precision": "bf16-mixed", "optimizer": "sgd-momentum", "optimizer_impl": "foreach",
             "freeze": ("*.bias", "lm_head.*"), "train": ("h.*",), "iterations": 3, "target": "cuda",
@@ -103,7 +106,10 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             # the fine-tuning knobs exclude --train/--freeze/--stage: defaults here, parsed in tests/test_lora.py
             "lora_rank": None, "lora_alpha": None, "lora_targets": None, "lora_dropout": None, "dora": False,
             "quantize": None, "grad_accum": 1, "optimizer_in_backward": False,
-            "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager"}  # 1.5 GiB = 3 * 512 MiB
+            "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager",  # 1.5 GiB = 3 * 512 MiB
+
+            "nproc": 8, "strategy": "ddp", "no_reshard_after_forward": False, "fsdp_mixed_precision": False,
+            "gradient_as_bucket_view": True}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():
         assert getattr(got, name) == value, name

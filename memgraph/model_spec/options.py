@@ -47,6 +47,8 @@ ZERO_GRAD_MODES = ("set-to-none", "zero", "none")
 LOSSES = ("auto", "sum", "cross-entropy")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
+# Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
+STRATEGIES = ("ddp", "fsdp", "zero1")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself
 _PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
@@ -329,6 +331,32 @@ class TrainingOptions:
         "`CUDA_MODULE_LOADING` of the run: `lazy` (the default since CUDA 12.2) loads the kernels a "
         "step uses, `eager` every kernel image of libtorch_cuda, cuBLAS and cuDNN at start (about 1 GiB more)",
         choices=MODULE_LOADINGS, noun="module loading", analyze_only=True)
+    # -- multi-GPU, per rank (memgraph/trace/distributed.py) --
+    nproc: int = option(
+        1, "--nproc",
+        "world size: the number of GPUs (ranks) of a `--strategy` run; the report is rank 0's memory, traced by "
+        "running torch.distributed's own code on a fake process group",
+        metavar="N", parse=positive_int, analyze_only=True, noun="world size")
+    strategy: str | None = option(
+        None, "--strategy",
+        "`ddp`: `DistributedDataParallel` (gradient buckets); `fsdp`: FSDP2 `fully_shard` on every transformer "
+        "block, then the root (sharded parameters, gradients and optimizer state; gathered parameters per block); "
+        "`zero1`: DDP with `ZeroRedundancyOptimizer` (ZeRO stage 1: each rank keeps the optimizer state of its "
+        "partition of the parameters)",
+        choices=STRATEGIES, analyze_only=True, default_text="none (one GPU)")
+    no_reshard_after_forward: bool = option(
+        False, "--no-reshard-after-forward",
+        "`fsdp`: `fully_shard(reshard_after_forward=False)` on the blocks: gathered parameters stay from forward "
+        "to backward", analyze_only=True)
+    fsdp_mixed_precision: bool = option(
+        False, "--fsdp-mixed-precision",
+        "`fsdp` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
+        "reduce_dtype=float32)` instead of autocast: float32 shards, parameters gathered and used in bfloat16, "
+        "gradients reduced in float32", analyze_only=True)
+    gradient_as_bucket_view: bool = option(
+        False, "--gradient-as-bucket-view",
+        "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets",
+        analyze_only=True)
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
@@ -371,6 +399,7 @@ class TrainingOptions:
         _precision_supported(self.precision, self.target, gpu)
         _knobs_consistent(self)
         _context_options(self, gpu)
+        _strategy_consistent(self)
         if self.attn_implementation == "flash_attention_2" and self.target != "cuda":
             raise MemgraphError("--attn flash_attention_2 needs a GPU: use --target cuda, or --attn sdpa on the cpu target")
 
@@ -380,6 +409,19 @@ class TrainingOptions:
             if flag_of(f).repeatable:
                 d[f.name] = list(d[f.name])
         return d
+
+
+def _strategy_consistent(opts: TrainingOptions) -> None:
+    if opts.nproc > 1 and opts.strategy is None:
+        raise MemgraphError(f"--nproc {opts.nproc} needs a multi-GPU strategy: pass --strategy "
+                            f"{' or '.join(STRATEGIES)}")
+    if opts.no_reshard_after_forward and opts.strategy != "fsdp":
+        raise MemgraphError("--no-reshard-after-forward is an FSDP option: pass --strategy fsdp, or drop it")
+    if opts.fsdp_mixed_precision and (opts.strategy != "fsdp" or opts.precision != "bf16-mixed"):
+        raise MemgraphError("--fsdp-mixed-precision replaces autocast under FSDP2: pass --strategy fsdp "
+                            "--precision bf16-mixed with it, or drop it")
+    if opts.gradient_as_bucket_view and opts.strategy not in ("ddp", "zero1"):
+        raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp or zero1, or drop it")
 
 
 def _precision_supported(precision: str, target: str, gpu) -> None:

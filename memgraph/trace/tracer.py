@@ -26,6 +26,7 @@ from memgraph.trace.autocast_emulation import (
     emulation_region,
 )
 from memgraph.trace.cuda_library_workspaces import CudaRuntime
+from memgraph.trace.distributed import DistributedRun
 from memgraph.trace import progress
 from memgraph.trace.event_log import EventLog, Origin, Role
 from memgraph.trace.fused_optimizers import fused_on_meta
@@ -60,6 +61,11 @@ class Trace:
 
 def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything."""
+    with DistributedRun(opts) as run:  # --strategy: the fake process group, set up and torn down
+        return _trace_training(spec, opts, run)
+
+
+def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun) -> Trace:
     start = time.perf_counter()
     device = "meta"
     progress.stage("building the model")
@@ -67,6 +73,7 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     opts = resolved.options
     # constructor_values: real values for constructors that compute with tensors (build.py _construct)
     model = build_model(spec, opts, device, checkpoint_context_fn, constructor_values=ShadowValues)
+    runner = run.wrap(model)  # what the loop calls: the model, DDP around it, or it sharded by FSDP2
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     batch = batch_spec.make(device)
     shadows = ShadowValues()  # real values of the small integer inputs (token layout, grid sizes)
@@ -78,12 +85,13 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     impl = resolved.optimizer_impl
     trainable = [p for p in model.parameters() if p.requires_grad]
     with fused_on_meta():
-        optimizer = make_step_optimizer(opts, trainable, impl)
+        optimizer = run.shard_optimizer(make_step_optimizer(opts, trainable, impl))  # zero1: partitioned
 
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
-    rec = Recorder(module_of=lambda: modules.current, device_type=device,
-                   workspace_of=_workspace_of(opts.target, runtime), on_op=runtime)
+    rec = run.recorder_type(module_of=lambda: modules.current, device_type=device,
+                            workspace_of=_workspace_of(opts.target, runtime), on_op=runtime)
+    run.attach(rec)
     progress.watch(rec.log)
     progress.stage("tracing")
     owners = _parameter_owners(model)
@@ -117,11 +125,11 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
-            iteration_function(opts)(model, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
+            iteration_function(opts)(runner, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
                             autocast=forward_context, loop=opts.loop,
                             scaler=scaler, zero_grad=opts.zero_grad)
             mark_gradients()  # --zero-grad zero / none: the gradients stay allocated
-            _mark_optimizer_state(rec, optimizer, owners)
+            _mark_optimizer_state(rec, run.local_optimizer(optimizer), owners)
             if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
                 for t in grad_scaler_state(scaler):
                     rec.mark_role(t, Role.OPTIMIZER_STATE)
@@ -137,8 +145,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
                + finetuning_notes(model, optimizer)
-               + (kv_cache.notes() if opts.loop == "plain" else [])),
-        unknowns=runtime.kernels.unknowns() if runtime is not None else [],
+               + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()),
+        unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
         assumptions=resolved.assumptions,
     )
 
@@ -166,7 +174,7 @@ def _forward_emulation(opts: TrainingOptions, device: str):
     force = "flash" if opts.attn_implementation == "flash_attention_2" else None
     factories = [kernel_factory(opts.target, cc, kernel_stats, device, force=force)]
     autocast_stats = None
-    if opts.precision in AUTOCAST_DTYPE:
+    if opts.precision in AUTOCAST_DTYPE and not opts.fsdp_mixed_precision:  # FSDP2's policy casts instead
         autocast_stats = AutocastStats(AUTOCAST_DTYPE[opts.precision])
         factories.append(autocast_factory(autocast_stats, device))
     return (lambda: emulation_region(*factories)), kernel_stats, autocast_stats

@@ -304,3 +304,4 @@ register(
     "indexing", "aten.scatter_add",
     note="a clone of self, then added into in place: output only (BigBird's random-block gradients)",
 )
+from memgraph.facts.ops import collectives  # noqa: E402,F401  (torch.distributed collectives, FSDP2 copies)

@@ -1,0 +1,284 @@
+"""Multi-GPU training, per rank: PyTorch's own DDP and FSDP2 run on meta over the fake process group.
+
+``--nproc N --strategy ddp|fsdp`` initialises ``torch.distributed`` with PyTorch's fake backend
+(``dist.init_process_group("fake", rank=0, world_size=N)``: collectives return at once, moving no
+data) and wraps the model the way a user does, so the trace holds what rank 0 allocates:
+
+* ``ddp``: ``DistributedDataParallel(model, gradient_as_bucket_view=...)``. The C++ ``Reducer``
+  allocates its gradient buckets with ``at::empty`` on the parameters' device, which reaches the
+  recorder on meta. torch 2.13 puts every parameter in one bucket for the first iteration
+  (torch/nn/parallel/distributed.py, ``_BucketCapacityConfig.compute_bucket_size_limits``: ``sys.maxsize``
+  unless ``find_unused_parameters``) and rebuilds the buckets in the order gradients became ready at
+  the second forward (``Reducer::rebuild_buckets``: first bucket capped at
+  ``dist._DEFAULT_FIRST_BUCKET_BYTES`` = 1 MiB, the others at ``bucket_cap_mb`` = 25 MiB). The buckets'
+  all-reduce runs as PyTorch's default hook does (:func:`_allreduce_hook`).
+* ``fsdp``: FSDP2 ``fully_shard`` on every transformer block (the model's ``_no_split_modules``
+  classes, as transformers' FSDP integration picks them; else each child of the root that holds
+  parameters), then on the root. Parameters, gradients and optimizer state are DTensors holding
+  this rank's padded shard; each block's parameters are all-gathered into one flat buffer
+  (``_fsdp_collectives.foreach_all_gather``), copied out, and freed after forward
+  (``reshard_after_forward``) or kept to backward; gradients are reduce-scattered from a full-size
+  buffer (``foreach_reduce``). FSDP2 frees and re-allocates the gathered parameters by resizing
+  their storages, which the recorder is told of (:meth:`DistributedRecorder.storage_freed`).
+
+Ranks are identical for both strategies with even data: each runs the same program on the same
+shapes; FSDP2's shards differ only where dim 0 does not divide by N, and rank 0 holds the largest
+(padded) shard, so rank 0 is the maximum.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from memgraph.errors import MemgraphError
+from memgraph.facts.nccl import nccl_buffers
+from memgraph.facts.unknowns import BoundedUnknown
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.private_api import distributed_on_meta, fake_store
+from memgraph.trace.event_log import Origin, Role
+from memgraph.trace.recorder import Recorder
+from memgraph.units import human_bytes
+
+DDP_BUCKET_MODULE = "DDP gradient bucket"  # the module path DDP's buckets are attributed to
+
+
+def _local(t):
+    """A DTensor's local shard (what this rank stores); any other tensor as it is."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if isinstance(t, torch.Tensor) and to_local is not None else t
+
+
+class DistributedRecorder(Recorder):
+    """The recorder of a distributed run: DTensors and the rank-0 side of broadcasts.
+
+    * A dispatch mode sees an op on DTensors first; returning NotImplemented hands it to DTensor's
+      ``__torch_dispatch__``, whose ops on the local tensors then reach this mode (the DTensor-level op
+      allocates nothing itself: its result wraps the local result).
+    * Host tensors broadcast through the device (DDP's ``Reducer::sync_bucket_indices`` copies the
+      bucket indices to the parameters' device, broadcasts them from rank 0 and copies them back) come
+      back with the values rank 0 sent: a copy from meta into a CPU tensor is skipped, the CPU tensor
+      already holds them.
+    """
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from torch.distributed.tensor import DTensor
+
+        if any(issubclass(t, DTensor) for t in types):
+            return NotImplemented
+        if (func is torch.ops.aten.copy_.default and args[0].device.type == "cpu"
+                and args[1].device.type == self.device_type):
+            return args[0]
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+    def sid_of(self, t):
+        return super().sid_of(_local(t))
+
+    def register(self, t, origin, name, module="", op_index=-1):
+        return super().register(_local(t), origin, name, module, op_index)
+
+    def mark_role(self, t, role, module=None):
+        super().mark_role(_local(t), role, module)
+
+    def mark_saved(self, t):
+        super().mark_saved(_local(t))
+
+    def storage_freed(self, t: torch.Tensor) -> None:
+        """FSDP2's ``free_storage`` is about to resize ``t``'s storage to 0 bytes: its block is freed."""
+        key = id(t.untyped_storage())
+        sid = self._sid_by_key.pop(key, None)
+        if sid is not None:
+            self._refs.pop(sid, None)  # the storage object lives on; its weakref must not free sid again
+            self.log.free(sid)
+
+    def storage_allocated(self, t: torch.Tensor) -> None:
+        """FSDP2's ``alloc_storage`` resized ``t``'s storage back to its size: a new block."""
+        if t.device.type == self.device_type:
+            self.register(t, Origin.OP, "FSDP2 alloc_storage (unsharded parameter)", self._module())
+
+
+class DistributedRun:
+    """One trace's distributed setup: the fake process group, the wrapped model, its notes.
+
+    Used as a context manager around the whole trace; with no ``--strategy`` it does nothing.
+    """
+
+    def __init__(self, opts: TrainingOptions):
+        self.opts = opts
+        self.strategy = opts.strategy
+        self.nproc = opts.nproc
+        self.recorder: Recorder | None = None
+        self._patches = None
+        self._units: list[str] = []
+        self._partition_bytes: list[int] = []
+
+    @property
+    def recorder_type(self) -> type[Recorder]:
+        return DistributedRecorder if self.strategy is not None else Recorder
+
+    def __enter__(self) -> DistributedRun:
+        if self.strategy is None:
+            return self
+        if dist.is_initialized():
+            raise MemgraphError("--strategy needs its own (fake) process group, but torch.distributed is already "
+                                "initialised in this process: run memgraph in a process of its own")
+        dist.init_process_group("fake", store=fake_store(), rank=0, world_size=self.nproc)
+        try:
+            patches = distributed_on_meta(self._allocated, self._freed)
+            patches.__enter__()
+        except BaseException:
+            dist.destroy_process_group()
+            raise
+        self._patches = patches
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.strategy is None:
+            return
+        try:
+            self._patches.__exit__(*exc)
+        finally:
+            dist.destroy_process_group()
+
+    def _allocated(self, t: torch.Tensor) -> None:
+        if isinstance(self.recorder, DistributedRecorder):
+            self.recorder.storage_allocated(t)
+
+    def _freed(self, t: torch.Tensor) -> None:
+        if isinstance(self.recorder, DistributedRecorder):
+            self.recorder.storage_freed(t)
+
+    def attach(self, recorder: Recorder) -> None:
+        """The recorder of this trace (DDP's hook and FSDP2's storage resizes report to it)."""
+        self.recorder = recorder
+
+    # -- wrapping -------------------------------------------------------------------------------
+    def wrap(self, model: nn.Module) -> nn.Module:
+        """What the training loop calls: ``model`` itself, a DDP wrapper of it, or it sharded in place."""
+        if self.strategy in ("ddp", "zero1"):
+            return self._ddp(model)
+        if self.strategy == "fsdp":
+            return self._fsdp(model)
+        return model
+
+    def _ddp(self, model: nn.Module) -> nn.Module:
+        from torch.nn.parallel import DistributedDataParallel
+
+        ddp = DistributedDataParallel(model, gradient_as_bucket_view=self.opts.gradient_as_bucket_view)
+        ddp.register_comm_hook(self, _allreduce_hook)
+        return ddp
+
+    def _fsdp(self, model: nn.Module) -> nn.Module:
+        from torch.distributed.fsdp import fully_shard
+
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        policy = MixedPrecisionPolicy()  # fully_shard's default: no casts
+        if self.opts.fsdp_mixed_precision:
+            policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        units, rule = fsdp_units(model)
+        for name, unit in units:
+            fully_shard(unit, reshard_after_forward=not self.opts.no_reshard_after_forward, mp_policy=policy)
+        # the root: reshard_after_forward None = False for the root (fully_shard's docstring)
+        fully_shard(model, mp_policy=policy)
+        self._units = [name for name, _ in units]
+        self._unit_rule = rule
+        return model
+
+    def shard_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """``zero1``: the same optimizer class and settings inside ``ZeroRedundancyOptimizer``, which gives
+        each rank the parameters of its partition (torch 2.13 torch/distributed/optim/zero_redundancy_optimizer.py
+        ``partition_parameters``: largest first, each to the rank with the fewest elements so far), steps only
+        those and broadcasts them from their owner afterwards; other strategies: ``optimizer`` itself."""
+        if self.strategy != "zero1":
+            return optimizer
+        with warnings.catch_warnings():  # torch 2.13's torch.distributed.optim imports torch.jit.script (deprecated)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        accepted = inspect.signature(type(optimizer).__init__).parameters
+        settings = {k: v for k, v in optimizer.defaults.items() if k in accepted}
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        zero = ZeroRedundancyOptimizer(params, optimizer_class=type(optimizer), **settings)
+        self._partition_bytes = [_nbytes(p for group in zero.optim.param_groups for p in group["params"]),
+                                 _nbytes(params)]
+        return zero
+
+    def local_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """The optimizer whose ``state`` holds this rank's tensors (ZeroRedundancyOptimizer's ``optim``)."""
+        return optimizer.optim if self.strategy == "zero1" else optimizer
+
+    # -- report ---------------------------------------------------------------------------------
+    def notes(self) -> list[str]:
+        if self.strategy is None:
+            return []
+        head = (f"multi-GPU: {self.strategy} on {self.nproc} ranks; the figures are rank 0's, traced with "
+                "torch.distributed's own code on PyTorch's fake process group (collectives move no data). "
+                "Ranks are identical with even data")
+        if self.strategy in ("ddp", "zero1"):
+            view = "views of the buckets" if self.opts.gradient_as_bucket_view else "copied into the buckets"
+            notes = [head + ("." if self.strategy == "ddp" else ", except for ZeRO's partitions below."),
+                     f"DDP: gradient buckets of the C++ Reducer (first bucket 1 MiB, then 25 MiB, rebuilt in "
+                     f"gradient-ready order after iteration 1) counted as gradients; gradients are {view}"]
+            if self.strategy == "zero1":
+                mine, total = self._partition_bytes
+                notes.append("ZeRO-1: ZeroRedundancyOptimizer steps only this rank's partition of the parameters, "
+                             f"so its optimizer state is that partition's: rank 0 holds {human_bytes(mine)} of "
+                             f"{human_bytes(total)} of trainable parameters. Partitions are whole parameters, "
+                             "largest first to the least-loaded rank, so other ranks' shares differ")
+            return notes
+        reshard = "kept from forward to backward" if self.opts.no_reshard_after_forward else "freed after forward"
+        return [head + " (FSDP2 pads dim 0 to a multiple of the world size; rank 0 holds a full shard).",
+                f"FSDP2: fully_shard on {len(self._units)} units ({self._unit_rule}) and the root; parameters, "
+                f"gradients and optimizer state are rank 0's shards; each unit's parameters are all-gathered "
+                f"for its forward and backward and {reshard}; gathered parameters count as activations or "
+                "temporaries"] + (["FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) instead "
+                                   "of autocast: each unit's float32 shard is cast to bfloat16 before its all-gather"]
+                                  if self.opts.fsdp_mixed_precision else [])
+
+    def unknowns(self) -> list[BoundedUnknown]:
+        return nccl_buffers(self.nproc) if self.strategy is not None else []
+
+
+def _nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def fsdp_units(model: nn.Module) -> tuple[list[tuple[str, nn.Module]], str]:
+    """The modules to ``fully_shard`` before the root, and the rule that chose them."""
+    classes = set(getattr(model, "_no_split_modules", None) or ())
+    units = [(name, m) for name, m in model.named_modules() if name and type(m).__name__ in classes]
+    if units:
+        return units, f"the model's _no_split_modules: {', '.join(sorted(classes))}"
+    units = [(name, m) for name, m in model.named_children() if any(True for _ in m.parameters())]
+    return units, "each child of the root that holds parameters"
+
+
+def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP's all-reduce of one bucket, as PyTorch's default does it, in place.
+
+    torch 2.13 torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py ``allreduce_hook`` divides the
+    bucket by the world size and all-reduces it in place, returning a future of the bucket; the Reducer's
+    C++ default (``_AllReduceBySumCommHook``) does the same. The fake process group's futures carry no
+    value, which both refuse, so this hook returns a completed future of the bucket itself. No memory
+    differs: NCCL reduces in place.
+    """
+    buffer = bucket.buffer()
+    if run.recorder is not None:
+        run.recorder.mark_role(buffer, Role.GRADIENT, DDP_BUCKET_MODULE)
+    buffer.div_(dist.get_world_size())
+    dist.all_reduce(buffer)
+    future = torch.futures.Future()
+    future.set_result(buffer)
+    return future
+
+
+# DDP.register_comm_hook checks the return annotation as an object; this module's annotations are strings
+_allreduce_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
+
+
+__all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "DistributedRecorder", "fsdp_units"]
