@@ -68,8 +68,9 @@ def test_cublas_workspace_rule():
 
 
 def test_lookup_aliases_and_device_names():
-    assert get_gpu("H100").key == "h100-80gb"
-    assert get_gpu("a100").key == "a100-80gb"
+    assert get_gpu("h100-sxm").key == "h100-80gb"
+    with pytest.raises(KeyError, match="names more than one board: pass one of a100-40gb, a100-80gb"):
+        get_gpu("a100")  # ambiguous: refused with the choices, never silently the 80 GB card
     assert get_gpu("  RTX_4090 ").key == "rtx-4090"
     assert get_gpu("NVIDIA H100 80GB HBM3").key == "h100-80gb"
     assert get_gpu("Tesla T4").key == "t4"
@@ -83,3 +84,20 @@ def test_unknown_gpu_lists_close_matches():
     assert "h100" in msg and "did you mean" in msg
     with pytest.raises(KeyError):
         get_gpu("mi300x")
+
+
+def test_catalog_has_the_researched_boards():
+    # facts/gpu_boards.py rows, less the ones whose only figures are Windows or a single weak source
+    for key in ("rtx-a6000", "l40s", "rtx-6000-ada", "h100-pcie", "b200", "rtx-5090", "gh200-96gb", "a10"):
+        assert key in GPUS
+    assert "h100-nvl" not in GPUS and "rtx-5080" not in GPUS
+    assert get_gpu("NVIDIA L40S").compute_capability == (8, 9)
+
+
+def test_gpu_memory_keeps_the_architecture():
+    from memgraph.model_spec.options import TrainingOptions
+
+    o = TrainingOptions(gpu="a100-40gb", gpu_memory=48 * 2**30)
+    spec = get_gpu(o.gpu)
+    assert spec.capacity_bytes == 48 * 2**30 and spec.compute_capability == (8, 0)
+    assert get_gpu(TrainingOptions(gpu=o.gpu, gpu_memory=48 * 2**30).gpu) is spec  # rebuilding options is stable

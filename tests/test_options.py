@@ -33,7 +33,7 @@ HELP_DEFAULTS = {
     "--lora-rank": "no LoRA", "--lora-alpha": "8, PEFT's", "--lora-targets": "PEFT's default for the model type",
     "--lora-dropout": "0.0, PEFT's", "--dora": "off", "--quantize": "none", "--grad-accum": "1",
     "--optimizer-in-backward": "off",
-    "--context-bytes": "estimated", "--cuda-version": "13 (the PyPI wheel of torch 2.13), 12 on Volta",
+    "--gpu-memory": "the --gpu board's", "--context-bytes": "estimated", "--cuda-version": "13 (the PyPI wheel of torch 2.13), 12 on Volta",
     "--module-loading": "lazy",
     "--nproc": "1", "--strategy": "none (one GPU)", "--no-reshard-after-forward": "off",
     "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off",
@@ -106,7 +106,7 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             # the fine-tuning knobs exclude --train/--freeze/--stage: defaults here, parsed in tests/test_lora.py
             "lora_rank": None, "lora_alpha": None, "lora_targets": None, "lora_dropout": None, "dora": False,
             "quantize": None, "grad_accum": 1, "optimizer_in_backward": False,
-            "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager",  # 1.5 GiB = 3 * 512 MiB
+            "gpu_memory": None, "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager",  # 1.5 GiB = 3 * 512 MiB
 
             "nproc": 8, "strategy": "ddp", "no_reshard_after_forward": False, "fsdp_mixed_precision": False,
             "gradient_as_bucket_view": True}

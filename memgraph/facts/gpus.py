@@ -41,6 +41,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from memgraph.facts.gpu_boards import BOARDS
 from memgraph.facts.sdpa_backend import FLASH_SM_RANGE
 from memgraph.units import MiB
 
@@ -323,15 +324,19 @@ _ENTRIES = (
     ),
 )
 
+# The boards researched from public outputs (facts/gpu_boards.py). Rows whose only figures are Windows ones
+# (Windows reports a CUDA total close to nvidia-smi's, Linux a few hundred MiB less) or whose CUDA total comes
+# from a single weak source are left out of the catalog; gpu_boards.py keeps them with the reason.
+_UNCATALOGUED_PREFIXES = ("WEAK", "WINDOWS")
+_ENTRIES = _ENTRIES + tuple(_spec(*row) for row in BOARDS if not row[5].startswith(_UNCATALOGUED_PREFIXES))
+
 GPUS: dict[str, GpuSpec] = {spec.key: spec for spec in _ENTRIES}
 DEFAULT_GPU = "h100-80gb"  # the target GPU when --gpu is not given
 
 # Extra spellings accepted by get_gpu (besides each key and each device name).
 ALIASES: dict[str, str] = {
-    "h100": "h100-80gb",
     "h100-sxm": "h100-80gb",
     "h100-80gb-hbm3": "h100-80gb",
-    "a100": "a100-80gb",
     "a100-80": "a100-80gb",
     "a100-40": "a100-40gb",
     "h200-141gb": "h200",
@@ -342,6 +347,14 @@ ALIASES: dict[str, str] = {
     "rtx4090": "rtx-4090",
     "v100-16": "v100-16gb",
     "v100-32": "v100-32gb",
+}
+
+
+# Names that mean more than one board: refused with the choices, never silently one of them.
+AMBIGUOUS: dict[str, tuple[str, ...]] = {
+    "a100": ("a100-40gb", "a100-80gb"),
+    "h100": ("h100-80gb", "h100-pcie"),
+    "v100": ("v100-16gb", "v100-32gb"),
 }
 
 
@@ -369,6 +382,25 @@ def get_gpu(key: str) -> GpuSpec:
     norm = _norm(key)
     if norm in _LOOKUP:
         return GPUS[_LOOKUP[norm]]
+    if norm in AMBIGUOUS:
+        raise KeyError(f"GPU {key!r} names more than one board: pass one of {', '.join(AMBIGUOUS[norm])} "
+                       "(or --gpu-memory SIZE for another)")
     close = difflib.get_close_matches(norm, list(_LOOKUP), n=5, cutoff=0.4)
     hint = f"; did you mean: {', '.join(close)}?" if close else ""
     raise KeyError(f"unknown GPU {key!r}{hint} (known: {', '.join(sorted(GPUS))})")
+
+
+def with_capacity(base: GpuSpec, capacity_bytes: int) -> GpuSpec:
+    """``base``'s architecture (compute capability, workspaces, context) with another CUDA total: a board the
+    catalog lacks (``--gpu-memory``). Registered under ``BASE@BYTES`` so options that name it can be rebuilt."""
+    base = GPUS[base.key.split("@")[0]]
+    key = f"{base.key}@{capacity_bytes}"
+    if key not in GPUS:
+        from dataclasses import replace
+
+        GPUS[key] = replace(base, key=key, name=f"{base.name} architecture with {capacity_bytes / 2**30:.2f} GiB",
+                            capacity_bytes=capacity_bytes, nvml_total_bytes=capacity_bytes,
+                            source=f"--gpu-memory {capacity_bytes} on {base.key}'s architecture")
+        _LOOKUP[_norm(key)] = key
+    return GPUS[key]
+

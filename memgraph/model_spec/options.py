@@ -14,7 +14,15 @@ from typing import Any
 
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
-from memgraph.facts.gpus import CUDA_MAJORS, DEFAULT_GPU, MODULE_LOADINGS, PYPI_CUDA_MAJOR, cuda_context_for, get_gpu
+from memgraph.facts.gpus import (
+    CUDA_MAJORS,
+    DEFAULT_GPU,
+    MODULE_LOADINGS,
+    PYPI_CUDA_MAJOR,
+    cuda_context_for,
+    get_gpu,
+    with_capacity,
+)
 
 # fp32: float32 everywhere. fp16-mixed: torch.autocast(float16) + GradScaler, float32 weights.
 # bf16-mixed: torch.autocast(bfloat16), float32 weights, no scaler. bf16: bfloat16 weights, gradients,
@@ -313,6 +321,11 @@ class TrainingOptions:
         False, "--optimizer-in-backward",
         "step each parameter in its post-accumulate-grad hook and free its gradient there (torchtune's "
         "optimizer-in-backward)")
+    gpu_memory: int | None = option(
+        None, "--gpu-memory",
+        "the CUDA total of a board the catalog lacks (`torch.cuda.get_device_properties(0).total_memory`), e.g. "
+        "`48GiB`; the architecture (compute capability, workspaces, context) is `--gpu`'s",
+        metavar="BYTES", parse=parse_bytes, default_text="the --gpu board's", noun="GPU memory", analyze_only=True)
     context_bytes: int | None = option(
         None, "--context-bytes",
         "the CUDA context and kernel images of the process (nvidia-smi minus "
@@ -395,6 +408,10 @@ class TrainingOptions:
             gpu = get_gpu(self.gpu)
         except KeyError as e:
             raise MemgraphError(f"{e.args[0]}: pass --gpu with a name from 'memgraph gpus'") from None
+        if self.gpu_memory is not None:
+            if isinstance(self.gpu_memory, bool) or not isinstance(self.gpu_memory, int) or self.gpu_memory <= 0:
+                raise MemgraphError(f"GPU memory {self.gpu_memory!r} is not a byte count: pass --gpu-memory e.g. 48GiB")
+            gpu = with_capacity(gpu, self.gpu_memory)
         object.__setattr__(self, "gpu", gpu.key)
         _precision_supported(self.precision, self.target, gpu)
         _knobs_consistent(self)
