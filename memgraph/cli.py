@@ -373,6 +373,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memgraph: internal error: {type(e).__name__}: {first} (rerun with --debug for the traceback)",
               file=sys.stderr)
         return 1
+    except BaseException as e:  # SystemExit, GeneratorExit or another BaseException from the user's model code:
+        # memgraph itself raises none inside run (argparse's exits happen before), so it is the model's doing
+        if args.debug:
+            raise
+        print(f"memgraph: error: the model's code raised {type(e).__name__}({str(e)[:80]!r}) while memgraph ran it; "
+              "a model or factory must return, not exit (rerun with --debug for the traceback)", file=sys.stderr)
+        return 2
     return 0
 
 

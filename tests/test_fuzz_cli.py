@@ -144,3 +144,31 @@ def test_deep_json_and_garbage_files(tmp_path, monkeypatch, capsys):
 def test_case_count():
     """The table is a few hundred inputs; say so if it shrinks by accident."""
     assert len(CASES) + len(list(_config_cases())) >= 250
+
+
+BAD_FACTORIES = '''
+import sys
+
+class MyBase(BaseException):
+    pass
+
+def exits():
+    sys.exit(0)
+
+def generator_exit():
+    raise GeneratorExit("x")
+
+def base_exception():
+    raise MyBase("boom")
+'''
+
+
+@pytest.mark.parametrize("factory, named", [("exits", "SystemExit"), ("generator_exit", "GeneratorExit"),
+                                            ("base_exception", "MyBase")])
+def test_factory_that_exits_is_a_clean_error(factory, named, tmp_path, monkeypatch, capsys):
+    """A model whose code calls sys.exit(0) must not end memgraph with status 0 and no report."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.py").write_text(BAD_FACTORIES)
+    before = set(tmp_path.iterdir())
+    code, err = _run(["analyze", f"bad.py:{factory}", "--input", "x=float32[2]", "-f", "json", "-o", "r.json"], capsys)
+    _assert_clean_refusal(code, err, named, tmp_path, before)
