@@ -47,6 +47,11 @@ def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _number(value) -> bool:
+    """A finite real number (not a bool, a string or NaN)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _refuse(where: str, name: str, value, need: str):
     raise MemgraphError(f"{where}: config field {name!r} is {value!r}; it {need}: fix the config")
 
@@ -54,23 +59,18 @@ def _refuse(where: str, name: str, value, need: str):
 def check_fields(values: dict, where: str) -> None:
     """Refuse the first bad field of one config's raw values (a config.json object, or a config's vars)."""
     get = values.get
-    for name in _LAYER_FIELDS:
-        value = get(name)
-        if value is None:
-            continue
-        if not _whole(value) or value < 1:
-            _refuse(where, name, value, "counts layers and must be a whole number >= 1")
-        if value > MAX_LAYERS:
-            _refuse(where, name, value, f"is more layers than memgraph traces ({MAX_LAYERS:,}; "
-                                        "see memgraph/model_spec/config_checks.py)")
-    for name in _SIZE_FIELDS:
-        value = get(name)
-        if value is None:
-            continue
-        if not _whole(value) or value < 1:
-            _refuse(where, name, value, "sizes a tensor and must be a whole number >= 1")
-        if value > MAX_DIM:
-            _refuse(where, name, value, f"sizes a tensor beyond {MAX_DIM:,} (2**24), more than any GPU holds")
+    for names, what, limit, beyond in (
+            (_LAYER_FIELDS, "counts layers", MAX_LAYERS,
+             f"is more layers than memgraph traces ({MAX_LAYERS:,}; see memgraph/model_spec/config_checks.py)"),
+            (_SIZE_FIELDS, "sizes a tensor", MAX_DIM, f"sizes a tensor beyond {MAX_DIM:,} (2**24), more than any GPU holds")):
+        for name in names:
+            value = get(name)
+            if value is None:
+                continue
+            if not _whole(value) or value < 1:
+                _refuse(where, name, value, f"{what} and must be a whole number >= 1")
+            if value > limit:
+                _refuse(where, name, value, beyond)
     for name in _POSITION_FIELDS:
         value = get(name)
         if value is not None and (not _whole(value) or not 1 <= value <= MAX_DIM):
@@ -79,32 +79,20 @@ def check_fields(values: dict, where: str) -> None:
         value = get(name)
         if value is not None and (not _whole(value) or not 0 <= value <= MAX_DIM):
             _refuse(where, name, value, f"counts experts and must be a whole number from 0 to {MAX_DIM:,}")
-    for name in _POSITIVE_FLOATS:
-        value = get(name)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                  or not math.isfinite(value) or value <= 0):
-            _refuse(where, name, value, "must be a finite number > 0")
-    for name in _EPSILONS:
-        value = get(name)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                  or not math.isfinite(value) or value < 0):
-            _refuse(where, name, value, "must be a finite number >= 0")
-    for name in _PROBABILITIES:
-        value = get(name)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                  or not 0 <= value <= 1):
-            _refuse(where, name, value, "is a probability and must be between 0 and 1")
+    for names, ok, need in ((_POSITIVE_FLOATS, lambda v: v > 0, "must be a finite number > 0"),
+                            (_EPSILONS, lambda v: v >= 0, "must be a finite number >= 0"),
+                            (_PROBABILITIES, lambda v: 0 <= v <= 1, "is a probability and must be between 0 and 1")):
+        for name in names:
+            value = get(name)
+            if value is not None and not (_number(value) and ok(value)):
+                _refuse(where, name, value, need)
     rope = get("rope_parameters") or get("rope_scaling")
     if isinstance(rope, dict):  # transformers 5 keeps rope_theta here; per layer type in some models
         for params in (rope.values() if all(isinstance(v, dict) for v in rope.values()) and rope else (rope,)):
-            value = params.get("rope_theta")
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                      or not math.isfinite(value) or value <= 0):
-                _refuse(where, "rope_theta", value, "must be a finite number > 0")
-            value = params.get("factor")
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                      or not math.isfinite(value) or value <= 0):
-                _refuse(where, "rope factor", value, "must be a finite number > 0")
+            for key, label in (("rope_theta", "rope_theta"), ("factor", "rope factor")):
+                value = params.get(key)
+                if value is not None and not (_number(value) and value > 0):
+                    _refuse(where, label, value, "must be a finite number > 0")
     heads, kv = get("num_attention_heads"), get("num_key_value_heads")
     if _whole(heads) and _whole(kv) and heads % kv:
         _refuse(where, "num_key_value_heads", kv, f"must divide num_attention_heads ({heads}) for grouped-query attention")

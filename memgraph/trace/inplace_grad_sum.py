@@ -30,20 +30,15 @@ from __future__ import annotations
 
 import torch
 
+from memgraph.facts.cublas_operands import non_overlapping_and_dense
 from memgraph.private_api import current_graph_task_id, use_counts
 
 aten = torch.ops.aten
 
 
 def _non_overlapping_and_dense(t: torch.Tensor) -> bool:
-    """``TensorImpl::is_non_overlapping_and_dense``: the strides, sorted, lay the elements out without gaps."""
-    dims = sorted((s, n) for s, n in zip(t.stride(), t.shape) if n != 1)
-    expected = 1
-    for stride, size in dims:
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+    """``TensorImpl::is_non_overlapping_and_dense`` (one rule, facts/cublas_operands.py)."""
+    return non_overlapping_and_dense(tuple(t.shape), t.stride())
 
 
 def _stealable(t: torch.Tensor) -> bool:
