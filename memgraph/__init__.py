@@ -21,4 +21,21 @@ def __getattr__(name):  # the API imports torch and transformers: only on use, s
         return getattr(api, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
+import sys as _sys  # noqa: E402
+
+
+class _Package(type(_sys)):
+    """``memgraph.measure`` is the API function (README: Python API) although ``memgraph/measure/`` is also a
+    package: importing the package would bind the name to it on this module, hiding the function, so that one
+    binding is skipped (the package stays importable as ``memgraph.measure.*`` through ``sys.modules``)."""
+
+    def __setattr__(self, name, value):
+        if name == "measure" and isinstance(value, type(_sys)):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
+
 __all__ = ["analyze", "measure", "__version__"]

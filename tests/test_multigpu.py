@@ -10,7 +10,7 @@ from memgraph.api import analyze_traced
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.trace.distributed import DDP_BUCKET_MODULE
-from memgraph.trace.event_log import ALLOC, Role
+from memgraph.trace.event_log import ALLOC
 
 F32 = 4
 WIDE_MODEL = "tests.fixtures.multigpu_nets:three_linears"

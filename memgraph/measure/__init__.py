@@ -60,3 +60,4 @@ def environment() -> dict:
 
     env["memgraph"] = __version__
     return env
+

@@ -13,7 +13,6 @@ from memgraph.model_spec.losses import loss_and_model_batch
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.trace.grad_scaler import make_scaler
-from memgraph.trace.training_step import train_iteration
 from memgraph.trace.grad_accumulation import iteration_function
 from memgraph.trace.optimizer_in_backward import make_step_optimizer
 
