@@ -301,7 +301,8 @@ register(
     note="in place on its first argument (BigBird's block-sparse layout); no allocation",
 )
 register(
-    "indexing", "aten.scatter_add",
-    note="a clone of self, then added into in place: output only (BigBird's random-block gradients)",
+    "indexing", "aten.scatter_add", "aten.index_add",
+    note="a clone of self, then added into in place: output only (BigBird's random-block gradients; transformers "
+         "5.6's BigBird uses index_add where 5.23 uses scatter_add)",
 )
 from memgraph.facts.ops import collectives  # noqa: E402,F401  (torch.distributed collectives, FSDP2 copies)
