@@ -53,3 +53,20 @@ def test_whole_fit_on_a_small_gpu():
     assert at.fits_with_margin and not above.fits_with_margin
     assert (at.options.batch_size, above.options.batch_size) == (r.largest, r.largest + 1)
     assert all(o.device_total for o in r.changes)  # every change analysed for real
+
+
+@pytest.mark.slow  # one analysis per candidate change, then three again through the API
+def test_each_advice_entry_equals_an_analyze_with_that_change():
+    from memgraph.api import analyze
+    from memgraph.fit import FitReport, _analyze, _try_changes
+    from memgraph.model_spec.defaults import resolve_defaults
+    from memgraph.model_spec.sources import resolve
+
+    opts = resolve_defaults(resolve(TINY), TrainingOptions(seq_len=32, gpu="t4")).options
+    yours, _ = _analyze(TINY, opts, "your settings")
+    report = FitReport(TINY, "", yours.capacity, yours, "batch-size", None, "")
+    _try_changes(TINY, opts, yours, report, lambda text: None)
+    assert len(report.changes) >= 6
+    for entry in report.changes[:3]:
+        direct = analyze(TINY, entry.options)
+        assert (entry.device_total, entry.device_total_upper) == (direct.required_bytes, direct.required_bytes_upper)
