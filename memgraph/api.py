@@ -13,7 +13,7 @@ from memgraph.analysis.result import Result
 from memgraph.analysis.summarize import summarize
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
-from memgraph.facts.gpus import cuda_context_for, get_gpu
+from memgraph.facts.gpus import get_gpu, process_context
 from memgraph.model_spec.objects import spec_from_object
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
@@ -71,23 +71,20 @@ def add_device_peaks(result: Result, trace: Trace, opts: TrainingOptions) -> Non
     _scheduler_fields(result, device)
 
 
+def check_snapshot_target(opts: TrainingOptions) -> None:
+    """A snapshot describes the CUDA caching allocator: refuse other targets (the CLI asks before tracing)."""
+    if opts.target != "cuda":
+        raise MemgraphError(f"--format snapshot describes the CUDA caching allocator: not with --target {opts.target}")
+
+
 def predicted_snapshot(trace: Trace, opts: TrainingOptions) -> dict:
     """The predicted step as a PyTorch memory snapshot (``torch.cuda.memory._snapshot()``'s dict), for
     https://pytorch.org/memory_viz; see :mod:`memgraph.allocator.snapshot`. The cuda target only."""
-    if opts.target != "cuda":
-        raise MemgraphError("--format snapshot describes the CUDA caching allocator: use the cuda target "
-                            f"(not --target {opts.target})")
+    check_snapshot_target(opts)
     options = AllocatorOptions.from_env_string(opts.allocator_conf) if opts.allocator_conf else AllocatorOptions()
     gpu = get_gpu(opts.gpu)
-    return memory_snapshot(trace.log, options, gpu.capacity_bytes - _expected_context(opts, gpu))
-
-
-def _expected_context(opts: TrainingOptions, gpu) -> int:
-    """The context the replay budgets for: ``--context-bytes``, or the estimate for the options' CUDA/loading."""
-    if opts.context_bytes is not None:
-        return opts.context_bytes
-    major = opts.cuda_version and int(opts.cuda_version)
-    return cuda_context_for(gpu.compute_capability, major, opts.module_loading).expected_bytes
+    context = process_context(gpu, opts.cuda_version, opts.module_loading, opts.context_bytes)[1]
+    return memory_snapshot(trace.log, options, gpu.capacity_bytes - context)
 
 
 def _scheduler_fields(result: Result, device: DevicePeaks) -> None:

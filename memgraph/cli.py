@@ -215,15 +215,15 @@ def analyze_targets(outputs: list[str] | None, fmt: str | None) -> list[tuple[st
 def _analyze(a) -> dict[str | None, str | bytes]:
     import pickle
 
-    from memgraph.api import analyze_traced, predicted_snapshot
+    from memgraph.api import analyze_traced, check_snapshot_target, predicted_snapshot
     from memgraph.render.formats import render
     from memgraph.sweep import paused_gc
 
     if any(isinstance(getattr(a, name), tuple) for name in SWEEPABLE):
         return _analyze_sweep(a)
     opts = training_options(a)
-    if any(fmt == "snapshot" for _, fmt in a.targets) and opts.target != "cuda":
-        raise MemgraphError(f"--format snapshot describes the CUDA caching allocator: not with --target {opts.target}")
+    if any(fmt == "snapshot" for _, fmt in a.targets):
+        check_snapshot_target(opts)
     with time_budget(a.timeout), progress_line(), paused_gc():  # paused_gc: sweep.py says why
         result, trace = analyze_traced(a.model, opts)
     return {path: (pickle.dumps(predicted_snapshot(trace, opts)) if fmt == "snapshot" else render(result, fmt, a.depth))
@@ -233,7 +233,7 @@ def _analyze(a) -> dict[str | None, str | bytes]:
 def _fit(a) -> str:
     from memgraph.fit import fit, render_fit
 
-    with progress_line() as _:
+    with progress_line():
         report = fit(a.model, training_options(a), a.solve, progress=_fit_progress)
     if not report.yours.fits_with_margin:
         a.exit_code = FIT_EXIT_DOES_NOT_FIT

@@ -21,11 +21,13 @@ import argparse
 import fnmatch
 import json
 import math
-import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from memgraph.trace import progress
+from memgraph.watch import time_budget
 
 TASK_MAPPINGS = {  # task family -> transformers.models.auto.modeling_auto mapping
     "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
@@ -176,14 +178,6 @@ class Row:
         return self.error_pct is not None and abs(self.error_pct) <= 100 * TOLERANCE
 
 
-class _Timeout(Exception):
-    pass
-
-
-def _on_alarm(signum, frame):
-    raise _Timeout(f"over {PER_MODEL_SECONDS} s")
-
-
 def _one_line(e: BaseException) -> str:
     text = f"{type(e).__name__}: {e}".replace("\n", " ").replace("|", "/")
     return text[:220]
@@ -225,39 +219,37 @@ def run_one(task: str, model_type: str, class_name: str) -> Row:
         row.reason = f"transformers {transformers.__version__} has no class {class_name} (extra package needed?)"
         return row
     start = time.perf_counter()
-    old = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.alarm(PER_MODEL_SECONDS)
     try:
-        try:
-            spec, opts = _spec_and_options(task, model_type, class_name)
-        except Exception as e:
-            row.reason = "config: " + _one_line(e)
-            return row
-        from memgraph.measure import run_measurement
+        with time_budget(PER_MODEL_SECONDS):  # a runaway architecture ends as a row, not a hung sweep
+            try:
+                spec, opts = _spec_and_options(task, model_type, class_name)
+            except Exception as e:
+                row.reason = "config: " + _one_line(e)
+                return row
+            from memgraph.measure import run_measurement
 
-        try:
-            record = run_measurement(spec, opts, "cpu")
-            row.measured = max(it["peak_allocated"] for it in record["iterations"][1:])
-            row.runs_for_real = True
-        except (Exception, _Timeout) as e:
-            row.status, row.reason = "real-failed", "real run: " + _one_line(e)
-        try:
-            spec, opts = _spec_and_options(task, model_type, class_name)
-            result = api.analyze_spec(spec, opts)[0]
-            row.analyzes = True
-            row.predicted = result.steady_state_peak.bytes
-            row.unknown_ops = dict(result.ops.get("unknown", {}))
-        except (Exception, _Timeout) as e:
+            try:
+                progress.stage(f"{model_type}: the step run for real on the CPU")  # what a timeout names
+                record = run_measurement(spec, opts, "cpu")
+                row.measured = max(it["peak_allocated"] for it in record["iterations"][1:])
+                row.runs_for_real = True
+            except Exception as e:  # AnalysisTimeout (--timeout's, watch.py) included
+                row.status, row.reason = "real-failed", "real run: " + _one_line(e)
+            try:
+                spec, opts = _spec_and_options(task, model_type, class_name)
+                result = api.analyze_spec(spec, opts)[0]
+                row.analyzes = True
+                row.predicted = result.steady_state_peak.bytes
+                row.unknown_ops = dict(result.ops.get("unknown", {}))
+            except Exception as e:  # AnalysisTimeout (--timeout's, watch.py) included
+                if row.runs_for_real:
+                    row.status, row.reason = "analyze-failed", _one_line(e)
+                return row
             if row.runs_for_real:
-                row.status, row.reason = "analyze-failed", _one_line(e)
+                row.status = "ok"
+                row.error_pct = 100 * (row.predicted - row.measured) / row.measured
             return row
-        if row.runs_for_real:
-            row.status = "ok"
-            row.error_pct = 100 * (row.predicted - row.measured) / row.measured
-        return row
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
         row.seconds = round(time.perf_counter() - start, 2)
 
 

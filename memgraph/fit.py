@@ -186,7 +186,7 @@ def _solve_batch(model: str, opts: TrainingOptions, yours: Outcome, trace, repor
     def probe(b: int) -> Outcome:
         b_opts = replace(opts, batch_size=b)
         t0 = time.perf_counter()
-        if fit_ is not None and b >= lo and _exact_at(fit_, b):
+        if fit_ is not None and b >= lo and fit_.exact_at(b):
             result = analyze_trace(spec, b_opts, fit_.trace_at(b, spec, b_opts))
         else:
             result, _ = analyze_traced(model, b_opts)
@@ -205,12 +205,6 @@ def _solve_batch(model: str, opts: TrainingOptions, yours: Outcome, trace, repor
             report.confirmations.append(outcome)
         if not report.confirmations[0].fits_with_margin or report.confirmations[1].fits_with_margin:
             report.largest_source += "; the confirmation traces disagree, see below"
-
-
-def _exact_at(fit_, b: int) -> bool:
-    from memgraph.sweep import _integral  # the same integrality check the sweep applies
-
-    return all(_integral(t, [b - fit_.lo], fit_.hi - fit_.lo) for t in fit_.terms)
 
 
 def largest_fitting(fits, start: int, fits_start: bool, limit: int, say=None, noun: str = "") -> int:

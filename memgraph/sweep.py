@@ -170,7 +170,6 @@ class AffineFit:
         """The fit through traces ``a`` (batch ``lo``) and ``b`` (``hi``), if it is exact at every size in ``sizes``."""
         if not _same_stream(a, b):
             return None
-        span = hi - lo
         terms = []
         for x, y in zip(a.log.storages, b.log.storages):
             dims = tuple(q - p for p, q in zip(x.shape, y.shape))
@@ -178,10 +177,12 @@ class AffineFit:
                 return None
             terms.append((x.nbytes, y.nbytes - x.nbytes, x.shape, dims))
         fit = cls(lo, hi, a, b, terms)
-        steps = [b - lo for b in sizes]
-        if not all(_integral(t, steps, span) for t in terms):
-            return None
-        return fit
+        return fit if all(fit.exact_at(size) for size in sizes) else None
+
+    def exact_at(self, batch: int) -> bool:
+        """Whether every storage's bytes and shape land on integers at ``batch`` (the fit is exact there)."""
+        step, span = batch - self.lo, self.hi - self.lo
+        return all(_integral(t, step, span) for t in self.terms)
 
     def sizes_at(self, batch: int) -> list[tuple[int, tuple[int, ...]]]:
         """(bytes, shape) of every storage at ``batch``."""
@@ -206,9 +207,9 @@ class AffineFit:
                        seconds=time.perf_counter() - start)
 
 
-def _integral(term, steps: list[int], span: int) -> bool:
+def _integral(term, step: int, span: int) -> bool:
     _, slope, _, dims = term
-    return all((slope * step) % span == 0 and all((d * step) % span == 0 for d in dims) for step in steps)
+    return (slope * step) % span == 0 and all((d * step) % span == 0 for d in dims)
 
 
 def _resized(s: StorageRecord, nbytes: int, shape: tuple[int, ...]) -> StorageRecord:

@@ -23,7 +23,7 @@ from memgraph.facts.cuda_allocator import AllocatorOptions
 from memgraph.allocator.upper_bound import (
     PHANTOM_KEY, allocated_slack, context_unknown, phantom_bytes, total_only_slack, unknown_rows,
 )
-from memgraph.facts.gpus import cuda_context_for, get_gpu
+from memgraph.facts.gpus import get_gpu, process_context
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.trace.event_log import ALLOC, EventLog
 
@@ -175,8 +175,7 @@ def device_peaks(log: EventLog, bounds: list[tuple[int, int]], gpu_key: str, all
     """
     gpu = get_gpu(gpu_key)
     options = AllocatorOptions.from_env_string(allocator_conf) if allocator_conf else AllocatorOptions()
-    estimate = cuda_context_for(gpu.compute_capability, cuda_version and int(cuda_version), module_loading)
-    context = estimate.expected_bytes if context_bytes is None else context_bytes
+    estimate, context = process_context(gpu, cuda_version, module_loading, context_bytes)
     all_unknowns = list(unknowns) + ([context_unknown(estimate)] if context_bytes is None else [])
     run, first, steady = _steady_reserved(log, bounds, options, gpu.capacity_bytes - context)
     oom_event = run.oom_event_index

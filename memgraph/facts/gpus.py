@@ -184,6 +184,14 @@ class GpuSpec:
 # Derived rules (mirroring PyTorch source).
 
 
+def process_context(gpu: "GpuSpec", cuda_major: int | str | None = None, module_loading: str = "lazy",
+                    context_bytes: int | None = None) -> tuple[ContextEstimate, int]:
+    """The context estimate for ``gpu`` and the bytes a prediction counts for it: ``context_bytes``
+    (``--context-bytes``, measured by the user) when given, else the estimate's expected value."""
+    estimate = cuda_context_for(gpu.compute_capability, cuda_major, module_loading)
+    return estimate, estimate.expected_bytes if context_bytes is None else context_bytes
+
+
 def flash_attention_hardware_supported(cc: tuple[int, int]) -> bool:
     """PyTorch's flash SDPA kernel runs on sm80..sm121 inclusive.
 

@@ -116,18 +116,28 @@ def _input_copy(x, fmt, one_d_copy: int) -> int:
     return one_d_copy or _copy_bytes(x, fmt)
 
 
+def _conv_setup(a: dict, y: torch.Tensor, ctx: CudaContext):
+    """(input, weight, memory format, 1-d copy bytes, expected workspace, its unknown) of a bound convolution
+    whose output-shaped tensor is ``y`` (the output, or grad_output in backward); None where cuDNN is not used."""
+    x, w = a["input"], a["weight"]
+    transposed = bool(a.get("transposed", False))
+    layout = _conv_layout(x, w, transposed, int(a.get("groups", 1)))
+    if layout is None:
+        return None
+    fmt, one_d_copy = layout
+    expected, unknown = _conv_unknown(_geometry(x, w, y, transposed, fmt), ctx)
+    return x, w, fmt, one_d_copy, expected, unknown
+
+
 def convolution(ctx: CudaContext, args: tuple, kwargs: dict, out) -> KernelBuffers:
     """``aten.convolution`` on CUDA: operand copies in the conv's memory format + the forward workspace."""
     a = _bind(_CONV, args, kwargs)
-    transposed = bool(a.get("transposed", False))
     if not isinstance(out, torch.Tensor) or out.numel() == 0 or a["input"].dim() < 3:
         return KernelBuffers()
-    x, w = a["input"], a["weight"]
-    layout = _conv_layout(x, w, transposed, int(a.get("groups", 1)))
-    if layout is None:
+    setup = _conv_setup(a, out, ctx)
+    if setup is None:
         return KernelBuffers()
-    fmt, one_d_copy = layout
-    expected, unknown = _conv_unknown(_geometry(x, w, out, transposed, fmt), ctx)
+    x, w, fmt, one_d_copy, expected, unknown = setup
     phase = _phase(conv_input_copy=_input_copy(x, fmt, one_d_copy), conv_weight_copy=_copy_bytes(w, fmt),
                    cuDNN_workspace_forward=expected)
     return _buffers([phase], [unknown])
@@ -141,16 +151,14 @@ def convolution_backward(ctx: CudaContext, args: tuple, kwargs: dict, out) -> Ke
     conv's memory format first and held through both (grad_bias is a reduction, an output of the op).
     """
     a = _bind(_CONV_BWD, args, kwargs)
-    go, transposed = a["grad_output"], bool(a.get("transposed", False))
+    go = a["grad_output"]
     mask = list(a.get("output_mask", (True, True, True)))
     if a["input"].numel() == 0 or go.numel() == 0 or a["input"].dim() < 3 or not any(mask[:2]):
         return KernelBuffers()
-    x, w = a["input"], a["weight"]
-    layout = _conv_layout(x, w, transposed, int(a.get("groups", 1)))
-    if layout is None:
+    setup = _conv_setup(a, go, ctx)
+    if setup is None:
         return KernelBuffers()
-    fmt, one_d_copy = layout
-    expected, unknown = _conv_unknown(_geometry(x, w, go, transposed, fmt), ctx)
+    x, w, fmt, one_d_copy, expected, unknown = setup
     copies = {"conv_grad_output_copy": _copy_bytes(go, fmt), "conv_weight_copy": _copy_bytes(w, fmt),
               "conv_input_copy": one_d_copy or (_copy_bytes(x, fmt) if mask[1] else 0)}
     phases = []
