@@ -40,7 +40,7 @@ def build_run(spec: ModelSpec, opts: TrainingOptions, device: str) -> RealRun:
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     gen = torch.Generator().manual_seed(SEED)
     batch = batch_spec.make(device, gen)
-    compute_loss, model_batch = loss_and_model_batch(spec, opts, batch_spec, batch)
+    compute_loss, model_batch = loss_and_model_batch(spec, opts, batch_spec, batch, model)
     impl = resolved.optimizer_impl
     optimizer = make_step_optimizer(opts, [p for p in model.parameters() if p.requires_grad], impl)
     return RealRun(model, model_batch, compute_loss, optimizer, impl, opts)

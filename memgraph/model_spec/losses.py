@@ -13,6 +13,9 @@ models return what they return, so ``--loss`` says what the step does with it:
   ``[N, C, d1, ...]`` with the target ``[N]`` or ``[N, d1, ...]``.
 
 ``out`` is the model's output tensor, or the first element of a tuple or list it returns.
+
+For transformers causal-LM models, ``--loss chunked-ce`` replaces the head's loss with torchtune's chunked
+output loss (:func:`chunked_ce_loss`).
 """
 
 from __future__ import annotations
@@ -29,13 +32,22 @@ from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.tasks import loss_from_outputs
 
 TARGET_INPUT = "target"  # the --input that --loss cross-entropy takes as the class indices
+# torchtune (github pytorch/torchtune @ bd2a0fc, torchtune/modules/loss/ce_chunked_output_loss.py)
+# CEWithChunkedOutputLoss(num_output_chunks=8, ignore_index=-100): its defaults.
+NUM_OUTPUT_CHUNKS = 8
+IGNORE_INDEX = -100  # also transformers' loss_utils.ForCausalLMLoss ignore_index
 
 
 def loss_and_model_batch(spec: ModelSpec, opts: TrainingOptions, batch_spec: Batch,
-                         batch: tuple[tuple, dict]) -> tuple[Callable[[object], torch.Tensor], tuple[tuple, dict]]:
-    """(compute_loss for ``train_iteration``, the (args, kwargs) the model is called with)."""
+                         batch: tuple[tuple, dict], model: torch.nn.Module | None = None,
+                         ) -> tuple[Callable[[object], torch.Tensor], tuple[tuple, dict]]:
+    """(compute_loss for ``train_iteration``, the (args, kwargs) the model is called with).
+
+    ``model``: the built model, which ``--loss chunked-ce`` needs (its decoder's output and its ``lm_head``)."""
     if opts.loss == "auto":
         return loss_from_outputs, batch
+    if opts.loss == "chunked-ce":
+        return chunked_ce_loss_and_batch(spec, model, batch)
     if spec.source != "callable":
         if opts.loss == "sum":  # logits.sum().backward(), as benchmark scripts do: the head computes no loss
             args, kwargs = batch
@@ -79,3 +91,62 @@ def cross_entropy_loss(outputs, target: torch.Tensor) -> torch.Tensor:
         raise MemgraphError(f"--loss cross-entropy: output {list(out.shape)} and target {list(target.shape)} do not "
                             "match: F.cross_entropy takes an output [N, C, d1, ...] and a target [N, d1, ...]")
     return F.cross_entropy(out, target)
+
+
+def chunked_ce_loss_and_batch(spec: ModelSpec, model: torch.nn.Module | None,
+                              batch: tuple[tuple, dict]) -> tuple[Callable[[object], torch.Tensor], tuple[tuple, dict]]:
+    """``--loss chunked-ce`` for a transformers causal LM: the model runs its decoder only, and the loss applies
+    the output projection and cross-entropy chunk by chunk, as torchtune does.
+
+    torchtune's decoder with ``set_num_output_chunks(8)`` (torchtune/modules/transformer.py
+    ``TransformerDecoder.chunked_output``) returns ``[self.output(chunk) for chunk in
+    last_hidden_state.tensor_split(8, dim=1)]``: all eight logit chunks, in the model's dtype, live until
+    the loss is done. ``CEWithChunkedOutputLoss.forward`` then loops over the chunks:
+    ``F.cross_entropy(chunk.float(), labels_chunk, ignore_index=-100, reduction="sum")``, so only one float32
+    copy of a chunk exists at a time (a float32 model has no copy: ``.float()`` returns the tensor itself), and
+    divides the sum by the number of labelled tokens.
+
+    Here the transformers model is called without ``labels`` and with ``logits_to_keep=slice(0, 0)``
+    (transformers' ``slice_logits_to_keep``: ``hidden_states[:, slice(0, 0), :]``), so its own ``lm_head``
+    runs on no position and allocates nothing; a forward hook on its decoder (``model.base_model``) takes the
+    final hidden state, and the loss applies ``model.get_output_embeddings()`` to its chunks. Labels are shifted
+    as transformers' ``ForCausalLMLoss`` does (pad with -100 on the right, drop the first), since torchtune's
+    datasets hand it labels already shifted.
+    """
+    if spec.task != "causal-lm" or model is None:
+        raise MemgraphError(f"--loss chunked-ce computes a causal LM's output projection in chunks; {spec.name} is a "
+                            f"{spec.task} model: drop --loss")
+    import inspect
+
+    if "logits_to_keep" not in inspect.signature(type(model).forward).parameters:
+        raise MemgraphError(f"--loss chunked-ce: {type(model).__name__}.forward takes no logits_to_keep, so its head "
+                            "cannot be skipped: drop --loss")
+    args, kwargs = batch
+    labels = kwargs["labels"]
+    decoder_output = {}
+
+    def keep_hidden(module, inputs, output):
+        decoder_output["hidden"] = output[0] if isinstance(output, tuple) else output.last_hidden_state
+
+    model.base_model.register_forward_hook(keep_hidden)
+    head = model.get_output_embeddings()
+    model_kwargs = {k: v for k, v in kwargs.items() if k != "labels"}
+    model_kwargs["logits_to_keep"] = slice(0, 0)
+
+    def compute_loss(outputs) -> torch.Tensor:
+        hidden = decoder_output.pop("hidden")
+        shifted = F.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:]  # ForCausalLMLoss's shift_labels
+        return chunked_ce_loss([head(chunk) for chunk in hidden.tensor_split(NUM_OUTPUT_CHUNKS, dim=1)], shifted)
+
+    return compute_loss, (args, model_kwargs)
+
+
+def chunked_ce_loss(logits: list[torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
+    """torchtune's ``CEWithChunkedOutputLoss.forward`` (docstring of :func:`chunked_ce_loss_and_batch`)."""
+    total_elements = (labels != IGNORE_INDEX).sum()
+    label_chunks = [chunk.reshape(-1) for chunk in labels.tensor_split(NUM_OUTPUT_CHUNKS, dim=1)]
+    logit_chunks = [chunk.reshape(-1, chunk.size(-1)) for chunk in logits]
+    total_loss = 0.0
+    for logits_chunk, labels_chunk in zip(logit_chunks, label_chunks):
+        total_loss += F.cross_entropy(logits_chunk.float(), labels_chunk, ignore_index=IGNORE_INDEX, reduction="sum")
+    return total_loss / total_elements

@@ -42,7 +42,12 @@ def _non_overlapping_and_dense(t: torch.Tensor) -> bool:
 
 
 def _stealable(t: torch.Tensor) -> bool:
-    return _non_overlapping_and_dense(t) and not t.is_nested
+    """A view is never stolen: autograd's view metadata (``DifferentiableViewMeta``, made by ``as_view`` for every
+    view of a floating tensor, grad mode on or off; torch/csrc/autograd/VariableTypeUtils.h) keeps its base, so
+    the storage has two owners and ``v.storage().use_count() == 1`` fails. ``TBackward0``'s ``grad.t()`` is such a
+    view: the real CPU step sums the gradients of a weight used by several linears (torchtune's chunked
+    ``lm_head``) out of place (torch.profiler: ``aten::add``)."""
+    return _non_overlapping_and_dense(t) and not t.is_nested and not t._is_view()
 
 
 def accumulate_in_place(func, args, kwargs):

@@ -81,7 +81,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     # sequences with .all().item() (masking_utils.find_packed_sequence_indices), which needs values.
     has_values = shadows.attach_batch(batch_spec, batch)
     values = shadows if has_values or opts.gradient_checkpointing else contextlib.nullcontext()
-    compute_loss, model_batch = loss_and_model_batch(spec, opts, batch_spec, batch)
+    compute_loss, model_batch = loss_and_model_batch(spec, opts, batch_spec, batch, model)
     impl = resolved.optimizer_impl
     trainable = [p for p in model.parameters() if p.requires_grad]
     with fused_on_meta():
