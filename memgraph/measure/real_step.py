@@ -12,6 +12,7 @@ from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.losses import loss_and_model_batch
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
+from memgraph.trace.activation_offload import real_offload_context
 from memgraph.trace.grad_scaler import make_scaler
 from memgraph.trace.grad_accumulation import iteration_function
 from memgraph.trace.optimizer_in_backward import make_step_optimizer
@@ -50,7 +51,8 @@ def run_iteration(run: RealRun, autocast=None, scaler=None) -> None:
     """One ``train_iteration`` of ``run`` with its resolved loop options."""
     o = run.options
     iteration_function(o)(run.model, run.batch, run.compute_loss, run.optimizer, autocast=autocast, scaler=scaler,
-                          loop=o.loop, zero_grad=o.zero_grad)
+                          loop=o.loop, zero_grad=o.zero_grad,
+                          saved_tensors=real_offload_context if o.activation_offload else None)
 
 
 def precision_context(opts: TrainingOptions, device: str):

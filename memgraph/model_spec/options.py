@@ -54,6 +54,8 @@ ZERO_GRAD_MODES = ("set-to-none", "zero", "none")
 # out.sum(); sum = out.sum(); cross-entropy = F.cross_entropy(out, target), target = the input named ``target``;
 # chunked-ce = torchtune's chunked output projection + cross-entropy for causal LMs
 LOSSES = ("auto", "sum", "cross-entropy", "chunked-ce")
+# torch.utils.checkpoint's use_reentrant=False / True (memgraph/model_spec/checkpointing.py)
+CHECKPOINT_IMPLS = ("non-reentrant", "reentrant")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
 # Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
@@ -373,6 +375,24 @@ class TrainingOptions:
         False, "--gradient-as-bucket-view",
         "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets",
         analyze_only=True)
+    # -- the remaining knobs of issue 10: offload, checkpointing variants, NF4 without double quantisation --
+    activation_offload: bool = option(
+        False, "--activation-offload",
+        "forward and loss under `torch.autograd.graph.save_on_cpu(pin_memory=True)`: every tensor autograd saves is "
+        "copied to host memory, and copied back to the device when backward needs it (the host bytes are a note)")
+    checkpoint_impl: str = option(
+        "non-reentrant", "--checkpoint-impl",
+        "with `--gradient-checkpointing`: `torch.utils.checkpoint`'s `use_reentrant=False` (saved-tensor hooks) or "
+        "`use_reentrant=True` (recompute in an autograd.Function; the embedding output made to require grad)",
+        choices=CHECKPOINT_IMPLS, noun="checkpoint implementation")
+    checkpoint_every: int = option(
+        1, "--checkpoint-every",
+        "with `--gradient-checkpointing`: checkpoint only every K-th layer (layers 0, K, 2K, ...; the others keep "
+        "their activations)", metavar="K", parse=positive_int, noun="checkpoint interval")
+    no_double_quant: bool = option(
+        False, "--no-double-quant",
+        "with `--quantize 4bit`: `bnb_4bit_use_double_quant=False`, the absmax kept as float32 per block of 64 "
+        "(LitGPT's `bnb.nf4`)")
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
@@ -418,6 +438,7 @@ class TrainingOptions:
         object.__setattr__(self, "gpu", gpu.key)
         _precision_supported(self.precision, self.target, gpu)
         _knobs_consistent(self)
+        _remaining_knobs_consistent(self)
         _context_options(self, gpu)
         _strategy_consistent(self)
         if self.attn_implementation == "flash_attention_2" and self.target != "cuda":
@@ -485,6 +506,20 @@ def _knobs_consistent(o: TrainingOptions) -> None:
     if o.optimizer_in_backward and o.grad_accum > 1:
         raise MemgraphError("--optimizer-in-backward steps at every backward, so gradients cannot accumulate: "
                             "drop --grad-accum (torchtune refuses the same combination)")
+
+
+def _remaining_knobs_consistent(o: TrainingOptions) -> None:
+    """--checkpoint-impl / --checkpoint-every refine --gradient-checkpointing; --no-double-quant refines 4-bit."""
+    if not o.gradient_checkpointing:
+        if o.checkpoint_impl != "non-reentrant":
+            raise MemgraphError(f"--checkpoint-impl {o.checkpoint_impl} needs --gradient-checkpointing")
+        if o.checkpoint_every != 1:
+            raise MemgraphError(f"--checkpoint-every {o.checkpoint_every} needs --gradient-checkpointing")
+    if o.no_double_quant and o.quantize != "4bit":
+        raise MemgraphError("--no-double-quant is a 4-bit storage option: pass --quantize 4bit, or drop it")
+    if o.loss == "chunked-ce" and o.strategy == "fsdp":
+        raise MemgraphError("--loss chunked-ce calls lm_head outside the FSDP root's forward, where its parameters "
+                            "are sharded: drop --loss or --strategy fsdp")
 
 
 def _context_options(opts: TrainingOptions, gpu) -> None:

@@ -19,6 +19,7 @@ from memgraph.model_spec.modality import module_modalities
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import grad_scaler_state
+from memgraph.trace.activation_offload import OffloadEmulation
 from memgraph.trace.autocast_emulation import (
     AutocastStats,
     autocast_factory,
@@ -118,6 +119,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     scaler = make_scaler(opts.precision, device)
 
     kv_cache = _KVCacheWatch(rec)
+    offload = OffloadEmulation(opts.target, rec.mark_saved) if opts.activation_offload else None
     rec.enter(0, "setup")
     bounds = []
     fixes = MetaKernelFixes(opts.target)  # below the recorder: meta kernels corrected to the target's (MoE, conv)
@@ -127,7 +129,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
             first = len(rec.log.events)
             iteration_function(opts)(runner, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
                             autocast=forward_context, loop=opts.loop,
-                            scaler=scaler, zero_grad=opts.zero_grad)
+                            scaler=scaler, zero_grad=opts.zero_grad,
+                            saved_tensors=offload and offload.context)
             mark_gradients()  # --zero-grad zero / none: the gradients stay allocated
             _mark_optimizer_state(rec, run.local_optimizer(optimizer), owners)
             if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
@@ -145,7 +148,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
                + finetuning_notes(model, optimizer)
-               + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()),
+               + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()
+               + (offload.notes(opts.iterations) if offload else [])),
         unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
         assumptions=resolved.assumptions,
     )

@@ -32,6 +32,7 @@ and ``torch.amp.GradScaler("cuda")``; the meta trace passes the emulations of bo
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import torch
@@ -50,11 +51,14 @@ def train_iteration(
     loop: str = "plain",
     zero_grad: str = "set-to-none",
     micro_steps: int = 1,
+    saved_tensors=None,
 ) -> None:
     """forward, loss, backward (``micro_steps`` times: gradient accumulation, memgraph/trace/grad_accumulation.py),
     optimizer step (if ``optimizer``), then clear the gradients.
 
     ``autocast``: a zero-argument factory of the context forward and loss run in (``None``: none).
+    ``saved_tensors``: a zero-argument factory of a saved-tensor hooks context forward and loss run in, inside
+    ``autocast`` (``--activation-offload``: ``save_on_cpu``, memgraph/trace/activation_offload.py).
     ``scaler``: a ``torch.amp.GradScaler``-like object (``None``: plain backward and step).
     ``loop``: ``"plain"`` keeps the outputs to the end of the iteration (with accumulation: until the next
     micro-step's forward rebinds them), ``"trainer"`` drops them once the loss is taken (see the module docstring).
@@ -65,13 +69,9 @@ def train_iteration(
     outputs = loss = None
     for _ in range(micro_steps):
         set_phase("forward")
-        if autocast is None:
+        with _entered(autocast), _entered(saved_tensors):
             outputs = model(*args, **kwargs)
             loss = compute_loss(outputs) if micro_steps == 1 else compute_loss(outputs) / micro_steps
-        else:
-            with autocast():
-                outputs = model(*args, **kwargs)
-                loss = compute_loss(outputs) if micro_steps == 1 else compute_loss(outputs) / micro_steps
         if loop == "trainer":
             outputs = None
         set_phase("backward")
@@ -90,3 +90,7 @@ def train_iteration(
         set_phase("zero_grad")
         owner = model if optimizer is None else optimizer
         owner.zero_grad(set_to_none=zero_grad == "set-to-none")
+
+
+def _entered(factory):
+    return contextlib.nullcontext() if factory is None else factory()
