@@ -37,6 +37,8 @@ HELP_DEFAULTS = {
     "--module-loading": "lazy",
     "--nproc": "1", "--strategy": "none (one GPU)", "--no-reshard-after-forward": "off",
     "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off",
+    "--activation-offload": "off", "--checkpoint-impl": "non-reentrant", "--checkpoint-every": "1",
+    "--no-double-quant": "off",
 }
 
 
@@ -109,7 +111,9 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "gpu_memory": None, "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager",  # 1.5 GiB = 3 * 512 MiB
 
             "nproc": 8, "strategy": "ddp", "no_reshard_after_forward": False, "fsdp_mixed_precision": False,
-            "gradient_as_bucket_view": True}
+            "gradient_as_bucket_view": True,
+            "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
+            "no_double_quant": False}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():
         assert getattr(got, name) == value, name
