@@ -937,6 +937,37 @@ def distributed_on_meta(on_alloc_storage: Callable[[torch.Tensor], None],
         yield
 
 
+# --------------------------------------------------------------------------------------------
+# transformers_checkpoint_function
+#   for: --checkpoint-impl reentrant on meta: the recompute in backward must re-enter memgraph's
+#   emulations (autocast, SDPA kernel choice) as non-reentrant checkpointing does through context_fn,
+#   which use_reentrant=True refuses; so the function transformers stores on each checkpointed module
+#   (``_gradient_checkpointing_func``, set by PreTrainedModel._set_gradient_checkpointing and called by
+#   GradientCheckpointingLayer's wrapped forward) is wrapped. Read from transformers 5.23.0,
+#   transformers/modeling_layers.py and transformers/modeling_utils.py.
+# --------------------------------------------------------------------------------------------
+@_guard("transformers_checkpoint_function", "transformers", "transformers 5.23.0, transformers/modeling_layers.py")
+def _check_transformers_checkpoint_function():
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    source = inspect.getsource(GradientCheckpointingLayer.__init_subclass__)
+    if "self._gradient_checkpointing_func(" not in source:
+        return "GradientCheckpointingLayer no longer calls self._gradient_checkpointing_func"
+    return None
+
+
+def wrap_checkpoint_functions(model: torch.nn.Module, wrap: Callable[[Callable], Callable]) -> int:
+    """Replace each module's ``_gradient_checkpointing_func`` by ``wrap(it)``; returns how many were wrapped."""
+    require("transformers_checkpoint_function")
+    count = 0
+    for module in model.modules():
+        func = getattr(module, "_gradient_checkpointing_func", None)
+        if func is not None:
+            module._gradient_checkpointing_func = wrap(func)
+            count += 1
+    return count
+
+
 __all__ = [
     "ASSUMED_SCHEMAS", "BINDING_NAMESPACES", "DROPOUT_BINDING", "DisableTorchFunction", "GUARDS",
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
@@ -947,4 +978,5 @@ __all__ = [
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",
     "storage_key", "suggest_memory_format", "tree_flatten", "tree_map", "use_counts",
+    "wrap_checkpoint_functions",
 ]

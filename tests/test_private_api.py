@@ -87,6 +87,9 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
     "transformers_default_attention": ("transformers.PreTrainedModel", "get_correct_attn_implementation",
                                        lambda self, requested, is_init_check=False: requested or "eager",
                                        "get_correct_attn_implementation"),
+    "transformers_checkpoint_function": ("transformers.modeling_layers.GradientCheckpointingLayer",
+                                         "__init_subclass__", classmethod(lambda cls, **kwargs: None),
+                                         "_gradient_checkpointing_func"),
     "fake_distributed": ("torch.distributed.fsdp._fully_shard._fsdp_param", "free_storage", None, "free_storage"),
 }
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.checkpointing import enable_checkpointing
 from memgraph.model_spec.lora import apply_finetuning
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
@@ -54,16 +55,8 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_
     model.train()
     apply_stage(model, opts.stage)
     apply_trainable(model, opts.train, opts.freeze)
-    if opts.gradient_checkpointing:
-        if not getattr(model, "supports_gradient_checkpointing", False):
-            raise MemgraphError(f"{spec.name} does not support gradient checkpointing: drop --gradient-checkpointing")
-        kwargs = {"use_reentrant": False}
-        if checkpoint_context_fn is not None:  # a meta trace: the recompute in backward re-enters its emulations
-            kwargs["context_fn"] = checkpoint_context_fn
-        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x; the old name warns
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-        else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if opts.gradient_checkpointing:  # a meta trace's context_fn: the recompute re-enters its emulations
+        enable_checkpointing(model, opts, spec.name, checkpoint_context_fn)  # model_spec/checkpointing.py
     return apply_finetuning(model, opts)  # LoRA / QLoRA (model_spec/lora.py); after checkpointing, as PEFT expects
 
 

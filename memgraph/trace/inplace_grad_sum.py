@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 
 from memgraph.facts.cublas_operands import non_overlapping_and_dense
-from memgraph.private_api import current_graph_task_id, use_counts
+from memgraph.private_api import current_graph_task_id, is_view, use_counts
 
 aten = torch.ops.aten
 
@@ -47,7 +47,7 @@ def _stealable(t: torch.Tensor) -> bool:
     the storage has two owners and ``v.storage().use_count() == 1`` fails. ``TBackward0``'s ``grad.t()`` is such a
     view: the real CPU step sums the gradients of a weight used by several linears (torchtune's chunked
     ``lm_head``) out of place (torch.profiler: ``aten::add``)."""
-    return _non_overlapping_and_dense(t) and not t.is_nested and not t._is_view()
+    return _non_overlapping_and_dense(t) and not t.is_nested and not is_view(t)
 
 
 def accumulate_in_place(func, args, kwargs):
