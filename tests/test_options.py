@@ -38,7 +38,6 @@ HELP_DEFAULTS = {
     "--nproc": "1", "--strategy": "none (one GPU)", "--no-reshard-after-forward": "off",
     "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off",
     "--activation-offload": "off", "--checkpoint-impl": "non-reentrant", "--checkpoint-every": "1",
-    "--no-double-quant": "off",
 }
 
 
@@ -112,8 +111,7 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
 
             "nproc": 8, "strategy": "ddp", "no_reshard_after_forward": False, "fsdp_mixed_precision": False,
             "gradient_as_bucket_view": True,
-            "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
-            "no_double_quant": False}
+            "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():
         assert getattr(got, name) == value, name

@@ -36,7 +36,9 @@ BF16_PRECISIONS = ("bf16-mixed", "bf16")
 OPTIMIZERS = ("sgd", "sgd-momentum", "sgd-nesterov", "adam", "adamw", "adafactor", "lion",
               "adam8bit", "adamw8bit", "paged-adamw8bit", "none")  # none: forward and backward only
 BNB_8BIT_OPTIMIZERS = ("adam8bit", "adamw8bit", "paged-adamw8bit")
-QUANTIZE = ("4bit", "8bit")  # bitsandbytes storage of the frozen base weights (memgraph/model_spec/quantize.py)
+# bitsandbytes storage of the frozen base weights (memgraph/model_spec/quantize.py): 4bit = NF4 with double
+# quantisation (QLoRA's; LitGPT's bnb.nf4-dq), nf4 = NF4 without it (LitGPT's bnb.nf4), 8bit = LLM.int8
+QUANTIZE = ("4bit", "8bit", "nf4")
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
@@ -316,7 +318,8 @@ class TrainingOptions:
     quantize: str | None = option(
         None, "--quantize",
         "store the frozen base linear weights as bitsandbytes 0.50 does (`4bit`: NF4, blocks of 64, double "
-        "quantisation, compute in the model's dtype, as QLoRA; `8bit`: LLM.int8, threshold 6.0, no outlier "
+        "quantisation, compute in the model's dtype, as QLoRA; `nf4`: the same without double quantisation, the "
+        "absmax kept as float32 per block (`bnb_4bit_use_double_quant=False`, LitGPT's `bnb.nf4`); `8bit`: LLM.int8, threshold 6.0, no outlier "
         "column modelled); needs `--lora-rank`, cuda target, fp32 or bf16",
         choices=QUANTIZE, default_text="none")
     grad_accum: int = option(
@@ -375,7 +378,7 @@ class TrainingOptions:
         False, "--gradient-as-bucket-view",
         "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets",
         analyze_only=True)
-    # -- the remaining knobs of issue 10: offload, checkpointing variants, NF4 without double quantisation --
+    # -- the remaining knobs of issue 10: activation offload, checkpointing variants --
     activation_offload: bool = option(
         False, "--activation-offload",
         "forward and loss under `torch.autograd.graph.save_on_cpu(pin_memory=True)`: every tensor autograd saves is "
@@ -389,10 +392,6 @@ class TrainingOptions:
         1, "--checkpoint-every",
         "with `--gradient-checkpointing`: checkpoint only every K-th layer (layers 0, K, 2K, ...; the others keep "
         "their activations)", metavar="K", parse=positive_int, noun="checkpoint interval")
-    no_double_quant: bool = option(
-        False, "--no-double-quant",
-        "with `--quantize 4bit`: `bnb_4bit_use_double_quant=False`, the absmax kept as float32 per block of 64 "
-        "(LitGPT's `bnb.nf4`)")
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
@@ -509,14 +508,12 @@ def _knobs_consistent(o: TrainingOptions) -> None:
 
 
 def _remaining_knobs_consistent(o: TrainingOptions) -> None:
-    """--checkpoint-impl / --checkpoint-every refine --gradient-checkpointing; --no-double-quant refines 4-bit."""
+    """--checkpoint-impl / --checkpoint-every refine --gradient-checkpointing; --loss chunked-ce and FSDP."""
     if not o.gradient_checkpointing:
         if o.checkpoint_impl != "non-reentrant":
             raise MemgraphError(f"--checkpoint-impl {o.checkpoint_impl} needs --gradient-checkpointing")
         if o.checkpoint_every != 1:
             raise MemgraphError(f"--checkpoint-every {o.checkpoint_every} needs --gradient-checkpointing")
-    if o.no_double_quant and o.quantize != "4bit":
-        raise MemgraphError("--no-double-quant is a 4-bit storage option: pass --quantize 4bit, or drop it")
     if o.loss == "chunked-ce" and o.strategy == "fsdp":
         raise MemgraphError("--loss chunked-ce calls lm_head outside the FSDP root's forward, where its parameters "
                             "are sharded: drop --loss or --strategy fsdp")

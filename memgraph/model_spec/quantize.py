@@ -5,6 +5,9 @@ allocates exactly what bitsandbytes 0.50.1 allocates (github bitsandbytes-founda
 without computing anything. ``4bit`` is QLoRA's recipe: NF4, blocksize 64, double quantisation
 (transformers' ``BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
 bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=<the model's dtype>)``); FP4 packs the same bytes.
+``nf4`` is the same without double quantisation (``bnb_4bit_use_double_quant=False``, LitGPT's ``bnb.nf4``):
+functional.py ``quantize_4bit(compress_statistics=False)`` keeps the op's float32 ``_absmax`` as the state's
+``absmax``, and ``_dequant_linear_fallback`` / ``dequantize_4bit`` read it as it is (no float32 absmax rebuilt).
 
 Storage of one quantised weight of ``n = out * in`` elements (functional.py ``quantize_4bit``, CUDA op
 ``bitsandbytes::quantize_4bit`` in backends/cuda/ops.py, quant_storage uint8):
@@ -253,8 +256,8 @@ def quantize_base_linears(model: torch.nn.Module, opts: TrainingOptions) -> list
         if type(module) is not torch.nn.Linear or module is output or ".lora_" in path:
             continue
         parent_path, _, name = path.rpartition(".")
-        stand_in = (Linear4bitStandIn(module, compute_dtype=dtype) if opts.quantize == "4bit"
-                    else Linear8bitLtStandIn(module))
+        stand_in = (Linear8bitLtStandIn(module) if opts.quantize == "8bit"
+                    else Linear4bitStandIn(module, compute_dtype=dtype, double_quant=opts.quantize == "4bit"))
         setattr(model.get_submodule(parent_path), name, stand_in)
         replaced.append(path)
     return replaced
@@ -271,13 +274,17 @@ def quantize_notes(model: torch.nn.Module) -> list[str]:
     layers = [m for m in model.modules() if isinstance(m, Linear4bitStandIn)]
     if not layers:
         return []
-    notes = [f"--quantize 4bit: {len(layers)} linear weights stored as bitsandbytes 0.50.1 NF4 with double "
-             "quantisation (uint8 packed weight as a frozen parameter; absmax, offset and code tables as buffers); "
+    flag = "4bit" if layers[0].double_quant else "nf4"
+    stats = ("with double quantisation (uint8 packed weight as a frozen parameter; uint8 absmax, offset and code "
+             "tables as buffers)" if layers[0].double_quant else
+             "without double quantisation (uint8 packed weight as a frozen parameter; float32 absmax per block of "
+             f"{BLOCKSIZE} and the code table as buffers)")
+    notes = [f"--quantize {flag}: {len(layers)} linear weights stored as bitsandbytes 0.50.1 NF4 {stats}; "
              "forward and backward allocate the dequantised weight as bitsandbytes' gemm_4bit fallback and "
              "MatMul4Bit.backward do (model_spec/quantize.py)"]
     calls = sum(m.heuristic_calls for m in layers)
     if calls:
-        notes.append(f"--quantize 4bit: {calls} forward matmuls have {CUSTOM_FLOOR_M} < rows <= {CUSTOM_MAX_M}, where "
+        notes.append(f"--quantize {flag}: {calls} forward matmuls have {CUSTOM_FLOOR_M} < rows <= {CUSTOM_MAX_M}, where "
                      "bitsandbytes picks its fused kernel or the dequantise + F.linear fallback by GPU architecture "
                      "(_gemm_4bit_use_custom_cuda, not modelled): counted as the fallback, an upper bound by one "
                      "dequantised weight")
