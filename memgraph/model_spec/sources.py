@@ -162,7 +162,8 @@ def _from_config_path(path: Path) -> ModelSpec:
     if task is None:
         raise MemgraphError(
             f"config {str(file)!r}: no training task known for {cls!r}; supported heads: *ForCausalLM, "
-            "*LMHeadModel, *ForMaskedLM, *ForSequenceClassification, *ForImageClassification, T5/Bart/Whisper, "
+            "*LMHeadModel, *ForMaskedLM, *ForSequenceClassification, *ForTokenClassification, *ForQuestionAnswering, "
+            "*ForImageClassification, T5/Bart/Whisper, "
             "CLIP/SigLIP, LLaVA/Qwen2-VL"
         )
     return ModelSpec(name=str(file), source="config", task=task, config=_make_config(data, str(file)),

@@ -77,6 +77,23 @@ def sequence_classification(cfg, opts, defaults, dtype) -> Batch:
     return Batch((InputSpec("input_ids", (b, s), LONG, vocab), InputSpec("labels", (b,), LONG, cfg.num_labels)), {})
 
 
+def token_classification(cfg, opts, defaults, dtype) -> Batch:
+    """``*ForTokenClassification``: token ids and one class index per token (``labels`` [b, s] < ``num_labels``);
+    the head takes cross-entropy over every token (transformers 5.23 loss/loss_utils.py
+    ``ForTokenClassification``: ``logits.view(-1, num_labels).float()``, ignore_index -100)."""
+    b, s, vocab = opts.batch_size, _seq(cfg, opts, defaults), _text(cfg).vocab_size
+    return Batch((InputSpec("input_ids", (b, s), LONG, vocab), InputSpec("labels", (b, s), LONG, cfg.num_labels)), {})
+
+
+def question_answering(cfg, opts, defaults, dtype) -> Batch:
+    """``*ForQuestionAnswering`` (extractive): token ids and one answer span per sample, ``start_positions`` and
+    ``end_positions`` [b] < s; the head splits its [b, s, 2] logits into start and end logits and averages their
+    cross-entropies (transformers 5.23 loss/loss_utils.py ``ForQuestionAnsweringLoss``)."""
+    b, s, vocab = opts.batch_size, _seq(cfg, opts, defaults), _text(cfg).vocab_size
+    return Batch((InputSpec("input_ids", (b, s), LONG, vocab), InputSpec("start_positions", (b,), LONG, s),
+                  InputSpec("end_positions", (b,), LONG, s)), {})
+
+
 def seq2seq_lm(cfg, opts, defaults, dtype) -> Batch:
     b, s, vocab = opts.batch_size, _seq(cfg, opts, defaults), cfg.vocab_size
     t = opts.target_len or defaults.get("target_len", s)
@@ -121,6 +138,8 @@ TASKS: dict[str, Callable] = {
     "causal-lm": causal_lm,
     "masked-lm": causal_lm,  # same tensors: input_ids and labels of the same length
     "sequence-classification": sequence_classification,
+    "token-classification": token_classification,
+    "question-answering": question_answering,
     "seq2seq-lm": seq2seq_lm,
     "image-classification": image_classification,
     "contrastive": contrastive,
@@ -132,6 +151,7 @@ TASKS: dict[str, Callable] = {
 _CLASS_SUFFIXES = (
     ("ForCausalLM", "causal-lm"), ("LMHeadModel", "causal-lm"), ("ForMaskedLM", "masked-lm"),
     ("ForImageClassification", "image-classification"), ("ForSequenceClassification", "sequence-classification"),
+    ("ForTokenClassification", "token-classification"), ("ForQuestionAnswering", "question-answering"),
 )
 _CLASS_TASKS = {
     "T5ForConditionalGeneration": "seq2seq-lm", "BartForConditionalGeneration": "seq2seq-lm",
