@@ -349,27 +349,26 @@ class TrainingOptions:
         1, "--nproc",
         "world size: the number of GPUs (ranks) of a `--strategy` run; the report is rank 0's memory, traced by "
         "running torch.distributed's own code on a fake process group",
-        metavar="N", parse=positive_int, analyze_only=True, noun="world size")
+        metavar="N", parse=positive_int, noun="world size")
     strategy: str | None = option(
         None, "--strategy",
         "`ddp`: `DistributedDataParallel` (gradient buckets); `fsdp`: FSDP2 `fully_shard` on every transformer "
         "block, then the root (sharded parameters, gradients and optimizer state; gathered parameters per block); "
         "`zero1`: DDP with `ZeroRedundancyOptimizer` (ZeRO stage 1: each rank keeps the optimizer state of its "
         "partition of the parameters)",
-        choices=STRATEGIES, analyze_only=True, default_text="none (one GPU)")
+        choices=STRATEGIES, default_text="none (one GPU)")
     no_reshard_after_forward: bool = option(
         False, "--no-reshard-after-forward",
         "`fsdp`: `fully_shard(reshard_after_forward=False)` on the blocks: gathered parameters stay from forward "
-        "to backward", analyze_only=True)
+        "to backward")
     fsdp_mixed_precision: bool = option(
         False, "--fsdp-mixed-precision",
         "`fsdp` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
         "reduce_dtype=float32)` instead of autocast: float32 shards, parameters gathered and used in bfloat16, "
-        "gradients reduced in float32", analyze_only=True)
+        "gradients reduced in float32")
     gradient_as_bucket_view: bool = option(
         False, "--gradient-as-bucket-view",
-        "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets",
-        analyze_only=True)
+        "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets")
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:

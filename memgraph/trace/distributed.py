@@ -107,8 +107,11 @@ class DistributedRun:
     Used as a context manager around the whole trace; with no ``--strategy`` it does nothing.
     """
 
-    def __init__(self, opts: TrainingOptions):
+    def __init__(self, opts: TrainingOptions, comm_hook: bool = True):
+        """``comm_hook=False``: DDP keeps its C++ default all-reduce (a real process group, measure/distributed.py);
+        the fake process group needs :func:`_allreduce_hook`."""
         self.opts = opts
+        self.comm_hook = comm_hook
         self.strategy = opts.strategy
         self.nproc = opts.nproc
         self.recorder: Recorder | None = None
@@ -169,7 +172,8 @@ class DistributedRun:
         from torch.nn.parallel import DistributedDataParallel
 
         ddp = DistributedDataParallel(model, gradient_as_bucket_view=self.opts.gradient_as_bucket_view)
-        ddp.register_comm_hook(self, _allreduce_hook)
+        if self.comm_hook:
+            ddp.register_comm_hook(self, _allreduce_hook)
         return ddp
 
     def _fsdp(self, model: nn.Module) -> nn.Module:
