@@ -56,7 +56,9 @@ LOSSES = ("auto", "sum", "cross-entropy")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
 # Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
-STRATEGIES = ("ddp", "fsdp", "zero1")
+STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3")
+# the strategies that run FSDP2's fully_shard (zero2 = reshard_after_forward=False, zero3 = True)
+FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself
 _PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
@@ -355,7 +357,10 @@ class TrainingOptions:
         "`ddp`: `DistributedDataParallel` (gradient buckets); `fsdp`: FSDP2 `fully_shard` on every transformer "
         "block, then the root (sharded parameters, gradients and optimizer state; gathered parameters per block); "
         "`zero1`: DDP with `ZeroRedundancyOptimizer` (ZeRO stage 1: each rank keeps the optimizer state of its "
-        "partition of the parameters)",
+        "partition of the parameters); `zero2`: FSDP2 with `reshard_after_forward=False` (gradients and optimizer "
+        "state sharded, parameters unsharded from forward to the end of backward, but sharded at rest, unlike "
+        "DeepSpeed); `zero3`: FSDP2 with `reshard_after_forward=True` (parameters, gradients and optimizer state "
+        "sharded; the same as `fsdp`)",
         choices=STRATEGIES, default_text="none (one GPU)")
     no_reshard_after_forward: bool = option(
         False, "--no-reshard-after-forward",
@@ -363,7 +368,7 @@ class TrainingOptions:
         "to backward")
     fsdp_mixed_precision: bool = option(
         False, "--fsdp-mixed-precision",
-        "`fsdp` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
+        "`fsdp`, `zero2`, `zero3` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
         "reduce_dtype=float32)` instead of autocast: float32 shards, parameters gathered and used in bfloat16, "
         "gradients reduced in float32")
     gradient_as_bucket_view: bool = option(
@@ -432,10 +437,11 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
         raise MemgraphError(f"--nproc {opts.nproc} needs a multi-GPU strategy: pass --strategy "
                             f"{' or '.join(STRATEGIES)}")
     if opts.no_reshard_after_forward and opts.strategy != "fsdp":
-        raise MemgraphError("--no-reshard-after-forward is an FSDP option: pass --strategy fsdp, or drop it")
-    if opts.fsdp_mixed_precision and (opts.strategy != "fsdp" or opts.precision != "bf16-mixed"):
-        raise MemgraphError("--fsdp-mixed-precision replaces autocast under FSDP2: pass --strategy fsdp "
-                            "--precision bf16-mixed with it, or drop it")
+        raise MemgraphError("--no-reshard-after-forward is an FSDP option: pass --strategy fsdp, or drop it "
+                            "(zero2 never reshards after forward, zero3 always does)")
+    if opts.fsdp_mixed_precision and (opts.strategy not in FSDP_STRATEGIES or opts.precision != "bf16-mixed"):
+        raise MemgraphError("--fsdp-mixed-precision replaces autocast under FSDP2: pass --strategy "
+                            f"{'|'.join(FSDP_STRATEGIES)} --precision bf16-mixed with it, or drop it")
     if opts.gradient_as_bucket_view and opts.strategy not in ("ddp", "zero1"):
         raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp or zero1, or drop it")
 

@@ -38,7 +38,7 @@ import torch.nn as nn
 from memgraph.errors import MemgraphError
 from memgraph.facts.nccl import nccl_buffers
 from memgraph.facts.unknowns import BoundedUnknown
-from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.options import FSDP_STRATEGIES, TrainingOptions
 from memgraph.private_api import distributed_on_meta, fake_store
 from memgraph.trace.event_log import Origin, Role
 from memgraph.trace.recorder import Recorder
@@ -164,7 +164,7 @@ class DistributedRun:
         """What the training loop calls: ``model`` itself, a DDP wrapper of it, or it sharded in place."""
         if self.strategy in ("ddp", "zero1"):
             return self._ddp(model)
-        if self.strategy == "fsdp":
+        if self.strategy in FSDP_STRATEGIES:
             return self._fsdp(model)
         return model
 
@@ -186,12 +186,18 @@ class DistributedRun:
             policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         units, rule = fsdp_units(model)
         for name, unit in units:
-            fully_shard(unit, reshard_after_forward=not self.opts.no_reshard_after_forward, mp_policy=policy)
+            fully_shard(unit, reshard_after_forward=self.reshard_after_forward, mp_policy=policy)
         # the root: reshard_after_forward None = False for the root (fully_shard's docstring)
         fully_shard(model, mp_policy=policy)
         self._units = [name for name, _ in units]
         self._unit_rule = rule
         return model
+
+    @property
+    def reshard_after_forward(self) -> bool:
+        """``fully_shard(reshard_after_forward=...)`` of the units: False for ``zero2`` and
+        ``--no-reshard-after-forward``, True for ``fsdp`` and ``zero3``."""
+        return not (self.strategy == "zero2" or self.opts.no_reshard_after_forward)
 
     def shard_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         """``zero1``: the same optimizer class and settings inside ``ZeroRedundancyOptimizer``, which gives
@@ -235,8 +241,9 @@ class DistributedRun:
                              f"{human_bytes(total)} of trainable parameters. Partitions are whole parameters, "
                              "largest first to the least-loaded rank, so other ranks' shares differ")
             return notes
-        reshard = "kept from forward to backward" if self.opts.no_reshard_after_forward else "freed after forward"
+        reshard = "freed after forward" if self.reshard_after_forward else "kept from forward to backward"
         return [head + " (FSDP2 pads dim 0 to a multiple of the world size; rank 0 holds a full shard).",
+                *ZERO_MAPPING.get(self.strategy, ()),
                 f"FSDP2: fully_shard on {len(self._units)} units ({self._unit_rule}) and the root; parameters, "
                 f"gradients and optimizer state are rank 0's shards; each unit's parameters are all-gathered "
                 f"for its forward and backward and {reshard}; gathered parameters count as activations or "
@@ -246,6 +253,22 @@ class DistributedRun:
 
     def unknowns(self) -> list[BoundedUnknown]:
         return nccl_buffers(self.nproc) if self.strategy is not None else []
+
+
+# DeepSpeed's ZeRO stages in PyTorch's own primitives (torch 2.13). ZeRO-3 is what FSDP was built after
+# (torch/distributed/fsdp/fully_sharded_data_parallel.py, FullyShardedDataParallel's docstring: "the ZeRO
+# Stage 3 from DeepSpeed"); ZeRO-2's counterpart is FSDP1's ShardingStrategy.SHARD_GRAD_OP, which FSDP2
+# spells reshard_after_forward=False (torch/distributed/fsdp/api.py, ShardingStrategy's docstring).
+ZERO_MAPPING = {
+    "zero2": ["ZeRO-2 as FSDP2 fully_shard(reshard_after_forward=False), PyTorch's SHARD_GRAD_OP: gradients and "
+              "optimizer state sharded; every unit's parameters stay unsharded from its forward until its "
+              "backward ends, so the forward/backward peak holds the whole model as DeepSpeed ZeRO-2's replicas "
+              "do. Unlike DeepSpeed, the parameters are sharded at rest (optimizer step, between iterations): there "
+              "this rank holds 1/N of them where DeepSpeed ZeRO-2 keeps a full replica"],
+    "zero3": ["ZeRO-3 as FSDP2 fully_shard(reshard_after_forward=True), PyTorch's FULL_SHARD: parameters, gradients "
+              "and optimizer state sharded; each unit's parameters gathered for its forward and again for its "
+              "backward (the same run as --strategy fsdp)"],
+}
 
 
 def _nbytes(tensors) -> int:
@@ -285,4 +308,4 @@ def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.T
 _allreduce_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
 
 
-__all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "DistributedRecorder", "fsdp_units"]
+__all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "DistributedRecorder", "ZERO_MAPPING", "fsdp_units"]
