@@ -56,7 +56,7 @@ LOSSES = ("auto", "sum", "cross-entropy")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
 # Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
-STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3")
+STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3", "tp")
 # the strategies that run FSDP2's fully_shard (zero2 = reshard_after_forward=False, zero3 = True)
 FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
@@ -360,7 +360,9 @@ class TrainingOptions:
         "partition of the parameters); `zero2`: FSDP2 with `reshard_after_forward=False` (gradients and optimizer "
         "state sharded, parameters unsharded from forward to the end of backward, but sharded at rest, unlike "
         "DeepSpeed); `zero3`: FSDP2 with `reshard_after_forward=True` (parameters, gradients and optimizer state "
-        "sharded; the same as `fsdp`)",
+        "sharded; the same as `fsdp`); `tp`: tensor parallelism over all N ranks with "
+        "`torch.distributed.tensor.parallel` and the model's `base_model_tp_plan` (q/k/v/gate/up column-wise, "
+        "o/down row-wise; embedding and head sharded on the vocabulary)",
         choices=STRATEGIES, default_text="none (one GPU)")
     no_reshard_after_forward: bool = option(
         False, "--no-reshard-after-forward",

@@ -118,6 +118,7 @@ class DistributedRun:
         self._patches = None
         self._units: list[str] = []
         self._partition_bytes: list[int] = []
+        self._tp_entries = self._tp_replicated = 0
 
     @property
     def recorder_type(self) -> type[Recorder]:
@@ -166,6 +167,11 @@ class DistributedRun:
             return self._ddp(model)
         if self.strategy in FSDP_STRATEGIES:
             return self._fsdp(model)
+        if self.strategy == "tp":
+            from memgraph.trace.tensor_parallel import parallelize
+
+            model, self._tp_entries, self._tp_replicated = parallelize(model, self.nproc)
+            return model
         return model
 
     def _ddp(self, model: nn.Module) -> nn.Module:
@@ -241,6 +247,13 @@ class DistributedRun:
                              f"{human_bytes(total)} of trainable parameters. Partitions are whole parameters, "
                              "largest first to the least-loaded rank, so other ranks' shares differ")
             return notes
+        if self.strategy == "tp":
+            return [head + ".", "tensor parallel: torch.distributed.tensor.parallel.parallelize_module over "
+                    f"{self.nproc} ranks with the model's base_model_tp_plan ({self._tp_entries} entries: q/k/v/gate/up "
+                    "ColwiseParallel, o/down RowwiseParallel), the input embedding RowwiseParallel and the head "
+                    "ColwiseParallel with replicated logits (torchtitan's Llama plan, no sequence or loss parallelism); "
+                    f"sharded parameters, gradients and optimizer state are rank 0's shards; the {self._tp_replicated} modules "
+                    "outside the plan (norms) hold replicated DTensors (torchtitan's NoParallel)"]
         reshard = "freed after forward" if self.reshard_after_forward else "kept from forward to backward"
         return [head + " (FSDP2 pads dim 0 to a multiple of the world size; rank 0 holds a full shard).",
                 *ZERO_MAPPING.get(self.strategy, ()),
