@@ -13,15 +13,14 @@ on gloo) rather than the Python hook the fake process group needs (trace/distrib
 
 The record's ``iterations`` are rank 0's (what ``memgraph analyze`` predicts); ``ranks`` holds every rank's.
 
-gloo's worker threads allocate CPU tensors of their own: ``ProcessGroupGloo``'s all-gather (torch 2.13
-torch/csrc/distributed/c10d/ProcessGroupGloo.cpp, ``AsyncAllgatherWork::allgather``: ``flatOutputTensor =
-newLikeFlat(outputs[0])``, the whole gathered size, copied out into the caller's output) runs on a gloo thread.
-These buffers are gloo's, as NCCL's buffers are NCCL's (outside the caching allocator; a bounded unknown in
-the prediction), and when they are freed relative to the step depends on thread timing: on two cores, a
-gloo thread's free can land after the step thread's next allocations. So each iteration carries, beside
-``peak_allocated`` (every allocation of the process), ``step_peak_allocated``: the peak of the allocations
-made and freed on the thread that runs the step, which is what the trace models, and
-``backend_thread_bytes`` (the largest single allocation on any other thread, for the record).
+gloo is not NCCL: its collectives run on worker threads and hold buffers of their own (torch 2.13
+torch/csrc/distributed/c10d/ProcessGroupGloo.cpp: ``reduce_scatter_tensor_coalesced`` clones the whole input
+and all-reduces the clone; ``AsyncAllgatherWork::allgather`` gathers into a flat tensor of the whole output,
+``newLikeFlat``, and copies it out). When such a buffer is freed depends on when a worker thread drops its
+last reference, which on a loaded machine varies from run to run. Observed (tiny-gpt2, FSDP2, 2 ranks, 2
+cores shared with other jobs): in 2 of 6 runs one rank, never both, peaked 199,936 or 521,984 bytes higher
+in the steady iteration (one GPT-2 block's gathered size; that plus the root unit's), while the other rank
+matched the prediction to a few bytes. The record keeps every rank's figures as measured.
 """
 
 from __future__ import annotations
@@ -99,6 +98,7 @@ def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
     from torch.profiler import record_function
 
     from memgraph.cpu_profiler import memory_profile
+    from memgraph.measure.cpu import _per_iteration
     from memgraph.measure.real_step import build_run, run_iteration
     from memgraph.trace.distributed import DistributedRun
 
@@ -110,39 +110,7 @@ def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
             with record_function(f"memgraph_iteration_{it}"):
                 run_iteration(run)
         del run
-    return {"optimizer_impl": impl, "iterations": per_iteration_by_thread(prof, opts.iterations)}
+    return {"optimizer_impl": impl, "iterations": _per_iteration(prof, opts.iterations)}
 
 
-def per_iteration_by_thread(prof, iterations: int) -> list[dict]:
-    """measure/cpu.py's per-iteration figures over every thread, plus the step thread's own peak
-    (``step_peak_allocated``) and the largest allocation made on another thread (``backend_thread_bytes``).
-    The step thread is the one that recorded the ``memgraph_iteration_N`` ranges."""
-    import torch
-
-    from memgraph.cpu_profiler import MEMORY_EVENT
-    from memgraph.measure.cpu import _per_iteration
-    from memgraph.private_api import kineto_events
-
-    events = kineto_events(prof)
-    ranges = {int(e.name().rsplit("_", 1)[1]): (e.start_ns(), e.end_ns(), e.start_thread_id())
-              for e in events if e.name().startswith("memgraph_iteration_")}
-    memory = sorted(((e.start_ns(), e.nbytes(), e.start_thread_id()) for e in events
-                     if e.name() == MEMORY_EVENT and e.device_type() == torch.autograd.DeviceType.CPU),
-                    key=lambda m: m[0])
-    out = _per_iteration(prof, iterations)
-    for figures in out:
-        lo, hi, step_thread = ranges[figures["iteration"]]
-        cur = sum(b for t, b, thread in memory if t < lo and thread == step_thread)
-        peak, other = cur, 0
-        for t, b, thread in memory:
-            if lo <= t <= hi:
-                if thread == step_thread:
-                    cur += b
-                    peak = max(peak, cur)
-                else:
-                    other = max(other, b)
-        figures.update(step_peak_allocated=peak, backend_thread_bytes=other)
-    return out
-
-
-__all__ = ["free_port", "measure_cpu_distributed", "measure_rank", "per_iteration_by_thread"]
+__all__ = ["free_port", "measure_cpu_distributed", "measure_rank"]
