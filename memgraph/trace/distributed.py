@@ -53,6 +53,14 @@ def _local(t):
     return to_local() if isinstance(t, torch.Tensor) and to_local is not None else t
 
 
+def _WRAP_TENSOR_AUTOGRAD():
+    """``torch.ops._c10d_functional._wrap_tensor_autograd.default`` (registered when torch.distributed's
+    functional collectives are imported, which tensor parallelism does)."""
+    import torch.distributed._functional_collectives  # noqa: F401  (registers the op)
+
+    return torch.ops._c10d_functional._wrap_tensor_autograd.default
+
+
 class DistributedRecorder(Recorder):
     """The recorder of a distributed run: DTensors and the rank-0 side of broadcasts.
 
@@ -70,6 +78,11 @@ class DistributedRecorder(Recorder):
 
         if any(issubclass(t, DTensor) for t in types):
             return NotImplemented
+        if func is _WRAP_TENSOR_AUTOGRAD():
+            # torch 2.13 torch/distributed/_functional_collectives.py: the real op returns
+            # AsyncCollectiveTensor(input), a wrapper on the input's storage; its fake kernel's
+            # torch.empty_like would count a new allocation
+            return super().__torch_dispatch__(torch.ops.aten.alias.default, types, (args[0],), {})
         if (func is torch.ops.aten.copy_.default and args[0].device.type == "cpu"
                 and args[1].device.type == self.device_type):
             return args[0]
