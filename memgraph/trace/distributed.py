@@ -21,6 +21,9 @@ data) and wraps the model the way a user does, so the trace holds what rank 0 al
   buffer (``foreach_reduce``). FSDP2 frees and re-allocates the gathered parameters by resizing
   their storages, which the recorder is told of (:meth:`DistributedRecorder.storage_freed`).
 
+``zero2``/``zero3`` are ``fsdp`` with ``reshard_after_forward`` False/True (:data:`ZERO_MAPPING`); ``zero1`` is DDP
+with ``ZeroRedundancyOptimizer``; ``tp`` is memgraph/trace/tensor_parallel.py.
+
 Ranks are identical for both strategies with even data: each runs the same program on the same
 shapes; FSDP2's shards differ only where dim 0 does not divide by N, and rank 0 holds the largest
 (padded) shard, so rank 0 is the maximum.
