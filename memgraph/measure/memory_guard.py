@@ -56,11 +56,13 @@ def check_cpu_measurement_fits(spec: ModelSpec, opts: TrainingOptions, available
     """Raise a one-line error when measuring ``spec`` on the CPU would not fit in memory."""
     available = available_bytes() if available is None else available
     usable = int(available * USABLE_SHARE)
-    need = lower_bound_bytes(spec, opts)
-    what = "its parameters, gradients and optimizer state alone need"
+    # --nproc N (measure/distributed.py): N processes, each building the whole model before wrapping it
+    ranks = f" x {opts.nproc} ranks" if opts.nproc > 1 else ""
+    need = lower_bound_bytes(spec, opts) * opts.nproc
+    what = f"its parameters, gradients and optimizer state{ranks} alone need"
     if usable >= need and need > available * PREDICT_ABOVE_SHARE:  # the bound is not conclusive
-        need = _predicted_peak(spec, opts)
-        what = "memgraph predicts a peak of"
+        need = _predicted_peak(spec, opts) * opts.nproc
+        what = f"memgraph predicts a peak{' per rank' + ranks if ranks else ''} of"
     if need > usable:
         raise MemgraphError(
             f"measuring {spec.name} on the CPU would not fit: {what} {human_bytes(need)}, and this machine has "

@@ -32,19 +32,25 @@ class RealRun:
     options: TrainingOptions
 
 
-def build_run(spec: ModelSpec, opts: TrainingOptions, device: str) -> RealRun:
-    """The model, batch, loss and optimizer with random weights and inputs on ``device``."""
+def build_run(spec: ModelSpec, opts: TrainingOptions, device: str, distributed=None) -> RealRun:
+    """The model, batch, loss and optimizer with random weights and inputs on ``device``.
+
+    ``distributed``: a :class:`~memgraph.trace.distributed.DistributedRun` in an initialised process group
+    (measure/distributed.py): it wraps the model and partitions the optimizer as the trace does."""
     resolved = resolve_defaults(spec, opts)
     opts = resolved.options
     torch.manual_seed(SEED)
     model = build_model(spec, opts, device)
+    runner = model if distributed is None else distributed.wrap(model)
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     gen = torch.Generator().manual_seed(SEED)
     batch = batch_spec.make(device, gen)
     compute_loss, model_batch = loss_and_model_batch(spec, opts, batch_spec, batch, model)
     impl = resolved.optimizer_impl
     optimizer = make_step_optimizer(opts, [p for p in model.parameters() if p.requires_grad], impl)
-    return RealRun(model, model_batch, compute_loss, optimizer, impl, opts)
+    if distributed is not None:
+        optimizer = distributed.shard_optimizer(optimizer)
+    return RealRun(runner, model_batch, compute_loss, optimizer, impl, opts)
 
 
 def run_iteration(run: RealRun, autocast=None, scaler=None) -> None:

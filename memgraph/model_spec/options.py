@@ -61,7 +61,9 @@ CHECKPOINT_IMPLS = ("non-reentrant", "reentrant")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
 # Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
-STRATEGIES = ("ddp", "fsdp", "zero1")
+STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3", "tp")
+# the strategies that run FSDP2's fully_shard (zero2 = reshard_after_forward=False, zero3 = True)
+FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself
 _PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
@@ -357,27 +359,31 @@ class TrainingOptions:
         1, "--nproc",
         "world size: the number of GPUs (ranks) of a `--strategy` run; the report is rank 0's memory, traced by "
         "running torch.distributed's own code on a fake process group",
-        metavar="N", parse=positive_int, analyze_only=True, noun="world size")
+        metavar="N", parse=positive_int, noun="world size")
     strategy: str | None = option(
         None, "--strategy",
         "`ddp`: `DistributedDataParallel` (gradient buckets); `fsdp`: FSDP2 `fully_shard` on every transformer "
         "block, then the root (sharded parameters, gradients and optimizer state; gathered parameters per block); "
         "`zero1`: DDP with `ZeroRedundancyOptimizer` (ZeRO stage 1: each rank keeps the optimizer state of its "
-        "partition of the parameters)",
-        choices=STRATEGIES, analyze_only=True, default_text="none (one GPU)")
+        "partition of the parameters); `zero2`: FSDP2 with `reshard_after_forward=False` (gradients and optimizer "
+        "state sharded, parameters unsharded from forward to the end of backward, but sharded at rest, unlike "
+        "DeepSpeed); `zero3`: FSDP2 with `reshard_after_forward=True` (parameters, gradients and optimizer state "
+        "sharded; the same as `fsdp`); `tp`: tensor parallelism over all N ranks with "
+        "`torch.distributed.tensor.parallel` and the model's `base_model_tp_plan` (q/k/v/gate/up column-wise, "
+        "o/down row-wise; embedding and head sharded on the vocabulary)",
+        choices=STRATEGIES, default_text="none (one GPU)")
     no_reshard_after_forward: bool = option(
         False, "--no-reshard-after-forward",
         "`fsdp`: `fully_shard(reshard_after_forward=False)` on the blocks: gathered parameters stay from forward "
-        "to backward", analyze_only=True)
+        "to backward")
     fsdp_mixed_precision: bool = option(
         False, "--fsdp-mixed-precision",
-        "`fsdp` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
+        "`fsdp`, `zero2`, `zero3` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
         "reduce_dtype=float32)` instead of autocast: float32 shards, parameters gathered and used in bfloat16, "
-        "gradients reduced in float32", analyze_only=True)
+        "gradients reduced in float32")
     gradient_as_bucket_view: bool = option(
         False, "--gradient-as-bucket-view",
-        "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets",
-        analyze_only=True)
+                "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets")
     # -- the remaining knobs of issue 10: activation offload, checkpointing variants --
     activation_offload: bool = option(
         False, "--activation-offload",
@@ -456,10 +462,11 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
         raise MemgraphError(f"--nproc {opts.nproc} needs a multi-GPU strategy: pass --strategy "
                             f"{' or '.join(STRATEGIES)}")
     if opts.no_reshard_after_forward and opts.strategy != "fsdp":
-        raise MemgraphError("--no-reshard-after-forward is an FSDP option: pass --strategy fsdp, or drop it")
-    if opts.fsdp_mixed_precision and (opts.strategy != "fsdp" or opts.precision != "bf16-mixed"):
-        raise MemgraphError("--fsdp-mixed-precision replaces autocast under FSDP2: pass --strategy fsdp "
-                            "--precision bf16-mixed with it, or drop it")
+        raise MemgraphError("--no-reshard-after-forward is an FSDP option: pass --strategy fsdp, or drop it "
+                            "(zero2 never reshards after forward, zero3 always does)")
+    if opts.fsdp_mixed_precision and (opts.strategy not in FSDP_STRATEGIES or opts.precision != "bf16-mixed"):
+        raise MemgraphError("--fsdp-mixed-precision replaces autocast under FSDP2: pass --strategy "
+                            f"{'|'.join(FSDP_STRATEGIES)} --precision bf16-mixed with it, or drop it")
     if opts.gradient_as_bucket_view and opts.strategy not in ("ddp", "zero1"):
         raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp or zero1, or drop it")
 

@@ -21,6 +21,9 @@ data) and wraps the model the way a user does, so the trace holds what rank 0 al
   buffer (``foreach_reduce``). FSDP2 frees and re-allocates the gathered parameters by resizing
   their storages, which the recorder is told of (:meth:`DistributedRecorder.storage_freed`).
 
+``zero2``/``zero3`` are ``fsdp`` with ``reshard_after_forward`` False/True (:data:`ZERO_MAPPING`); ``zero1`` is DDP
+with ``ZeroRedundancyOptimizer``; ``tp`` is memgraph/trace/tensor_parallel.py.
+
 Ranks are identical for both strategies with even data: each runs the same program on the same
 shapes; FSDP2's shards differ only where dim 0 does not divide by N, and rank 0 holds the largest
 (padded) shard, so rank 0 is the maximum.
@@ -38,7 +41,7 @@ import torch.nn as nn
 from memgraph.errors import MemgraphError
 from memgraph.facts.nccl import nccl_buffers
 from memgraph.facts.unknowns import BoundedUnknown
-from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.options import FSDP_STRATEGIES, TrainingOptions
 from memgraph.private_api import distributed_on_meta, fake_store
 from memgraph.trace.event_log import Origin, Role
 from memgraph.trace.recorder import Recorder
@@ -51,6 +54,14 @@ def _local(t):
     """A DTensor's local shard (what this rank stores); any other tensor as it is."""
     to_local = getattr(t, "to_local", None)
     return to_local() if isinstance(t, torch.Tensor) and to_local is not None else t
+
+
+def _WRAP_TENSOR_AUTOGRAD():
+    """``torch.ops._c10d_functional._wrap_tensor_autograd.default`` (registered when torch.distributed's
+    functional collectives are imported, which tensor parallelism does)."""
+    import torch.distributed._functional_collectives  # noqa: F401  (registers the op)
+
+    return torch.ops._c10d_functional._wrap_tensor_autograd.default
 
 
 class DistributedRecorder(Recorder):
@@ -70,6 +81,11 @@ class DistributedRecorder(Recorder):
 
         if any(issubclass(t, DTensor) for t in types):
             return NotImplemented
+        if func is _WRAP_TENSOR_AUTOGRAD():
+            # torch 2.13 torch/distributed/_functional_collectives.py: the real op returns
+            # AsyncCollectiveTensor(input), a wrapper on the input's storage; its fake kernel's
+            # torch.empty_like would count a new allocation
+            return super().__torch_dispatch__(torch.ops.aten.alias.default, types, (args[0],), {})
         if (func is torch.ops.aten.copy_.default and args[0].device.type == "cpu"
                 and args[1].device.type == self.device_type):
             return args[0]
@@ -107,14 +123,18 @@ class DistributedRun:
     Used as a context manager around the whole trace; with no ``--strategy`` it does nothing.
     """
 
-    def __init__(self, opts: TrainingOptions):
+    def __init__(self, opts: TrainingOptions, comm_hook: bool = True):
+        """``comm_hook=False``: DDP keeps its C++ default all-reduce (a real process group, measure/distributed.py);
+        the fake process group needs :func:`_allreduce_hook`."""
         self.opts = opts
+        self.comm_hook = comm_hook
         self.strategy = opts.strategy
         self.nproc = opts.nproc
         self.recorder: Recorder | None = None
         self._patches = None
         self._units: list[str] = []
         self._partition_bytes: list[int] = []
+        self._tp_entries = self._tp_replicated = 0
 
     @property
     def recorder_type(self) -> type[Recorder]:
@@ -161,15 +181,21 @@ class DistributedRun:
         """What the training loop calls: ``model`` itself, a DDP wrapper of it, or it sharded in place."""
         if self.strategy in ("ddp", "zero1"):
             return self._ddp(model)
-        if self.strategy == "fsdp":
+        if self.strategy in FSDP_STRATEGIES:
             return self._fsdp(model)
+        if self.strategy == "tp":
+            from memgraph.trace.tensor_parallel import parallelize
+
+            model, self._tp_entries, self._tp_replicated = parallelize(model, self.nproc)
+            return model
         return model
 
     def _ddp(self, model: nn.Module) -> nn.Module:
         from torch.nn.parallel import DistributedDataParallel
 
         ddp = DistributedDataParallel(model, gradient_as_bucket_view=self.opts.gradient_as_bucket_view)
-        ddp.register_comm_hook(self, _allreduce_hook)
+        if self.comm_hook:
+            ddp.register_comm_hook(self, _allreduce_hook)
         return ddp
 
     def _fsdp(self, model: nn.Module) -> nn.Module:
@@ -182,12 +208,18 @@ class DistributedRun:
             policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         units, rule = fsdp_units(model)
         for name, unit in units:
-            fully_shard(unit, reshard_after_forward=not self.opts.no_reshard_after_forward, mp_policy=policy)
+            fully_shard(unit, reshard_after_forward=self.reshard_after_forward, mp_policy=policy)
         # the root: reshard_after_forward None = False for the root (fully_shard's docstring)
         fully_shard(model, mp_policy=policy)
         self._units = [name for name, _ in units]
         self._unit_rule = rule
         return model
+
+    @property
+    def reshard_after_forward(self) -> bool:
+        """``fully_shard(reshard_after_forward=...)`` of the units: False for ``zero2`` and
+        ``--no-reshard-after-forward``, True for ``fsdp`` and ``zero3``."""
+        return not (self.strategy == "zero2" or self.opts.no_reshard_after_forward)
 
     def shard_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         """``zero1``: the same optimizer class and settings inside ``ZeroRedundancyOptimizer``, which gives
@@ -231,8 +263,16 @@ class DistributedRun:
                              f"{human_bytes(total)} of trainable parameters. Partitions are whole parameters, "
                              "largest first to the least-loaded rank, so other ranks' shares differ")
             return notes
-        reshard = "kept from forward to backward" if self.opts.no_reshard_after_forward else "freed after forward"
+        if self.strategy == "tp":
+            return [head + ".", "tensor parallel: torch.distributed.tensor.parallel.parallelize_module over "
+                    f"{self.nproc} ranks with the model's base_model_tp_plan ({self._tp_entries} entries: q/k/v/gate/up "
+                    "ColwiseParallel, o/down RowwiseParallel), the input embedding RowwiseParallel and the head "
+                    "ColwiseParallel with replicated logits (torchtitan's Llama plan, no sequence or loss parallelism); "
+                    f"sharded parameters, gradients and optimizer state are rank 0's shards; the {self._tp_replicated} modules "
+                    "outside the plan (norms) hold replicated DTensors (torchtitan's NoParallel)"]
+        reshard = "freed after forward" if self.reshard_after_forward else "kept from forward to backward"
         return [head + " (FSDP2 pads dim 0 to a multiple of the world size; rank 0 holds a full shard).",
+                *ZERO_MAPPING.get(self.strategy, ()),
                 f"FSDP2: fully_shard on {len(self._units)} units ({self._unit_rule}) and the root; parameters, "
                 f"gradients and optimizer state are rank 0's shards; each unit's parameters are all-gathered "
                 f"for its forward and backward and {reshard}; gathered parameters count as activations or "
@@ -242,6 +282,22 @@ class DistributedRun:
 
     def unknowns(self) -> list[BoundedUnknown]:
         return nccl_buffers(self.nproc) if self.strategy is not None else []
+
+
+# DeepSpeed's ZeRO stages in PyTorch's own primitives (torch 2.13). ZeRO-3 is what FSDP was built after
+# (torch/distributed/fsdp/fully_sharded_data_parallel.py, FullyShardedDataParallel's docstring: "the ZeRO
+# Stage 3 from DeepSpeed"); ZeRO-2's counterpart is FSDP1's ShardingStrategy.SHARD_GRAD_OP, which FSDP2
+# spells reshard_after_forward=False (torch/distributed/fsdp/api.py, ShardingStrategy's docstring).
+ZERO_MAPPING = {
+    "zero2": ["ZeRO-2 as FSDP2 fully_shard(reshard_after_forward=False), PyTorch's SHARD_GRAD_OP: gradients and "
+              "optimizer state sharded; every unit's parameters stay unsharded from its forward until its "
+              "backward ends, so the forward/backward peak holds the whole model as DeepSpeed ZeRO-2's replicas "
+              "do. Unlike DeepSpeed, the parameters are sharded at rest (optimizer step, between iterations): there "
+              "this rank holds 1/N of them where DeepSpeed ZeRO-2 keeps a full replica"],
+    "zero3": ["ZeRO-3 as FSDP2 fully_shard(reshard_after_forward=True), PyTorch's FULL_SHARD: parameters, gradients "
+              "and optimizer state sharded; each unit's parameters gathered for its forward and again for its "
+              "backward (the same run as --strategy fsdp)"],
+}
 
 
 def _nbytes(tensors) -> int:
@@ -281,4 +337,4 @@ def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.T
 _allreduce_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
 
 
-__all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "DistributedRecorder", "fsdp_units"]
+__all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "DistributedRecorder", "ZERO_MAPPING", "fsdp_units"]

@@ -1,0 +1,105 @@
+"""``--strategy tp``: tensor parallelism with ``torch.distributed.tensor.parallel``, N = ``--nproc`` ranks.
+
+The plan is the model's own: transformers declares which linear layers split how in the config's
+``base_model_tp_plan`` (transformers 5.23, e.g. models/llama/configuration_llama.py ``LlamaConfig``:
+``layers.*.self_attn.{q,k,v}_proj`` and ``layers.*.mlp.{gate,up}_proj`` ``"colwise"``, ``o_proj`` and
+``down_proj`` ``"rowwise"``), which is Megatron's and torchtitan's layout for Llama. memgraph applies it
+with PyTorch's own styles (torch 2.13 torch/distributed/tensor/parallel/style.py): ``ColwiseParallel()``
+shards the weight's rows (dim 0: output features) and the bias, takes a replicated input and leaves the
+output sharded on its last dim; ``RowwiseParallel()`` shards the weight's columns (dim 1), takes that sharded
+input and all-reduces its partial output to a replicated one. Embeddings and the output head follow
+torchtitan's Llama plan (torchtitan/models/llama3/infra/parallelize.py ``apply_tp``) without sequence or loss
+parallelism: the input embedding ``RowwiseParallel(input_layouts=Replicate())`` (vocabulary rows sharded,
+output all-reduced) and the head ``ColwiseParallel(output_layouts=Replicate())`` (vocabulary columns
+sharded, logits all-gathered to every rank). Norms and any parameter outside the plan stay replicated.
+
+``parallelize_module`` runs on a one-dimensional ``DeviceMesh`` over the fake process group, on meta: the
+parameters become DTensors holding this rank's shard, and the collectives of the forward and backward
+(functional all-reduce and all-gather, each allocating its output) are traced as the rank runs them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from memgraph.errors import MemgraphError
+
+PLAN_ATTRIBUTE = "base_model_tp_plan"  # transformers' PretrainedConfig attribute
+STYLES = ("colwise", "rowwise")  # the plan values applied; others (packed, MoE, gather) are refused
+
+
+def tp_plan(model: nn.Module) -> dict[str, object]:
+    """``parallelize_module``'s plan for ``model``: module path pattern -> ParallelStyle."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    config = getattr(model, "config", None)
+    plan = getattr(config, PLAN_ATTRIBUTE, None) if config is not None else None
+    base = getattr(model, "base_model_prefix", "")
+    if not plan or not hasattr(model, base):
+        raise MemgraphError(f"--strategy tp needs the model's tensor-parallel plan ({type(model).__name__} has no "
+                            f"config.{PLAN_ATTRIBUTE}, as transformers' Llama-style models have): use "
+                            "--strategy fsdp or ddp for this model")
+    unsupported = sorted({style for style in plan.values() if style not in STYLES})
+    if unsupported:
+        raise MemgraphError(f"--strategy tp: {type(model).__name__}'s plan uses {', '.join(unsupported)}, which memgraph "
+                            f"does not apply yet (only {' and '.join(STYLES)}): use --strategy fsdp for this model")
+    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+    out = {f"{base}.{pattern}": styles[style]() for pattern, style in plan.items()}
+    embeddings = model.get_input_embeddings()
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    names = {id(m): name for name, m in model.named_modules()}
+    tied = head is not None and head.weight is getattr(embeddings, "weight", None)
+    if tied:  # one weight cannot be sharded on vocabulary rows for both: both stay replicated
+        return out
+    if isinstance(embeddings, nn.Embedding) and id(embeddings) in names:
+        out[names[id(embeddings)]] = RowwiseParallel(input_layouts=Replicate())
+    if isinstance(head, nn.Linear) and id(head) in names:
+        out[names[id(head)]] = ColwiseParallel(output_layouts=Replicate())
+    return out
+
+
+def parallelize(model: nn.Module, world_size: int) -> tuple[nn.Module, int, int]:
+    """``model`` with the plan applied over all ``world_size`` ranks; the number of plan entries and of the
+    modules replicated as DTensors (:func:`replicate_the_rest`)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    plan = tp_plan(model)
+    mesh = init_device_mesh("cpu", (world_size,))
+    model = parallelize_module(model, mesh, plan)
+    return model, len(plan), replicate_the_rest(model, mesh)
+
+
+def replicate_the_rest(model: nn.Module, mesh) -> int:
+    """Every module that still holds plain parameters (norms; a tied embedding) gets them as ``Replicate()``
+    DTensors, its tensor inputs made replicated DTensors and its outputs local again: torchtitan's
+    ``NoParallel`` (torchtitan/distributed/tensor_parallel.py), with ``torch.distributed.tensor.distribute_module``.
+    Without it a real run stops in the optimizer: torch 2.13's foreach and fused AdamW refuse a parameter list
+    that mixes ``torch.Tensor`` and ``DTensor``. No memory moves: a replicated DTensor wraps the same tensor."""
+    from torch.distributed.tensor import DTensor, Replicate, distribute_module, distribute_tensor
+
+    def partition(name, module, device_mesh):
+        if name:  # distribute_module walks the submodules too; only the module's own parameters
+            return
+        for pname, p in list(module.named_parameters(recurse=False)):
+            if not isinstance(p, DTensor):
+                module.register_parameter(pname, nn.Parameter(distribute_tensor(p, device_mesh, [Replicate()]),
+                                                              requires_grad=p.requires_grad))
+
+    def inputs(module, args, device_mesh):
+        return tuple(DTensor.from_local(a, device_mesh, [Replicate()], run_check=False)
+                     if isinstance(a, torch.Tensor) and not isinstance(a, DTensor) else a for a in args)
+
+    def outputs(module, out, device_mesh):
+        return out.to_local() if isinstance(out, DTensor) else out
+
+    modules = [m for m in model.modules()
+               if any(not isinstance(p, DTensor) for p in m.parameters(recurse=False))]
+    for m in modules:
+        distribute_module(m, mesh, partition, inputs, outputs)
+    return len(modules)
+
+
+__all__ = ["parallelize", "tp_plan"]
