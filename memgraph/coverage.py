@@ -265,7 +265,7 @@ def architectures(tasks: list[str], only: str | None) -> list[tuple[str, str, st
         for model_type, class_name in mapping.items():
             if isinstance(class_name, (list, tuple)):
                 class_name = class_name[0]
-            if only and not fnmatch.fnmatch(model_type, only):
+            if only and not any(fnmatch.fnmatch(model_type, p.strip()) for p in only.split(",")):
                 continue
             rows.append((task, model_type, class_name))
         per_task.append(rows)
@@ -375,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memgraph.coverage", description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default=",".join(TASK_MAPPINGS),
                         help=f"comma-separated task families (default: all of {', '.join(TASK_MAPPINGS)})")
-    parser.add_argument("--only", default=None, help="shell pattern on the model type, e.g. 'mixtral' or 'qwen*'")
+    parser.add_argument("--only", default=None, help="shell patterns on the model type, comma-separated, e.g. 'mixtral' or 'qwen*,longt5'")
     parser.add_argument("--sample", action="store_true", help="one architecture per family (a quick check)")
     parser.add_argument("--out", default="reports/coverage.md", help="markdown report (the JSON goes beside it)")
     parser.add_argument("--update", action="store_true",
