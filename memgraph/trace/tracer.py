@@ -90,7 +90,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
     rec = run.recorder_type(module_of=lambda: modules.current, device_type=device,
-                            workspace_of=_workspace_of(opts.target, runtime), on_op=runtime)
+                            workspace_of=_workspace_of(opts.target, runtime), on_op=runtime,
+                            host_device="cpu" if opts.target == "cpu" else None)
     run.attach(rec)
     progress.watch(rec.log)
     progress.stage("tracing")
@@ -201,10 +202,9 @@ def _emulation_notes(opts: TrainingOptions, kernel_stats: KernelStats, autocast_
 
 
 def _shadow_notes(shadows: ShadowValues) -> list[str]:
-    if not shadows.answered:
-        return []
-    return [f"input values: {shadows.answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
-            "indexing, ...) answered from the known values of the integer inputs (trace/shadow_values.py)"]
+    notes = [f"input values: {shadows.answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
+             "indexing, ...) answered from the known values of the integer inputs (trace/shadow_values.py)"]
+    return (notes if shadows.answered else []) + shadows.assumption_notes()
 
 
 def _parameter_owners(model: torch.nn.Module) -> dict[int, str]:
