@@ -349,7 +349,8 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
     for r in rows:
         if r.runs_for_real and not r.within:
             lines.append(f"| {r.task} | {r.model_type} | {r.measured} | {r.predicted or ''} | "
-                         f"{'' if r.error_pct is None else f'{r.error_pct:+.2f}%'} | {r.reason} |")
+                         f"{'' if r.error_pct is None else f'{r.error_pct:+.2f}%'} | "
+                         f"{r.reason or KNOWN_MISSES.get(r.model_type, '')} |")
     lines += ["", "## Every architecture", "",
               "| task | architecture | class | real | analyse | error | unknown ops | reason | run |",
               "|---|---|---|---|---|---|---|---|---|"]
@@ -359,6 +360,20 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
         lines.append(f"| {r.task} | {r.model_type} | {r.model_class} | {'yes' if r.runs_for_real else 'no'} | "
                      f"{'yes' if r.analyzes else 'no'} | {err} | {unknown} | {r.reason} | {r.run} |")
     return "\n".join(lines) + "\n"
+
+
+# Why a row that runs for real misses the 1% (found by comparing the traced and the real op streams); shown in
+# the report's reason column where the row has none of its own.
+KNOWN_MISSES = {
+    "switch_transformers": "routing: the real tiny step sends no token to one encoder expert (rows per expert "
+                           "[5, 9, 2, 0], 16 tokens), so that expert has no gradient and no AdamW state (48 KB); "
+                           "the trace assumes balanced routing (trace/shadow_values.py balanced_routing)",
+    "inkling_text": "gather's backward (TensorAdvancedIndexing.cpp gather_backward) runs scatter_add out of place "
+                    "under any dispatch mode and on meta (areAnyTensorSubclassLike), in place in the real step: "
+                    "one extra [1, 64, 16, 512] float32 (2 MiB) at the peak; not yet corrected",
+    "inkling2_text": "as inkling_text: gather_backward's scatter_add out of place on meta, in place for real",
+    "m2m_100": "not investigated: -0.03% in run 0, +6.03% since the SDPA default (main gives the same)",
+}
 
 
 def _pct(x: float) -> str:
