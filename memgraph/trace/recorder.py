@@ -86,9 +86,6 @@ class Recorder(TorchDispatchMode):
 
     module_of: object = None  # callable returning the current module path
     device_type: str = "meta"
-    # The cpu target: tensors model code makes on the host during the step (LongT5's local-attention masks,
-    # ``torch.arange(n)`` without a device) are the target device's memory too. None: only device_type counts.
-    host_device: str | None = None
     workspace_of: object = None  # callable (op, args, kwargs, out) -> [bytes] of kernel scratch buffers
     on_op: object = None  # callable (recorder, OpRecord) after each op: runtime models add allocations here
     phase: str = "setup"
@@ -173,9 +170,9 @@ class Recorder(TorchDispatchMode):
 
     # -- ops ------------------------------------------------------------------------------
     def _tracked(self, t) -> bool:
-        if self.device_type == "meta" and self.host_device is None:  # no torch.device object made per tensor
+        if self.device_type == "meta":  # no torch.device object made per tensor
             return t.is_meta
-        return t.device.type == self.device_type or t.device.type == self.host_device
+        return t.device.type == self.device_type
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -197,7 +194,7 @@ class Recorder(TorchDispatchMode):
         log = self.log
         storages = log.storages
         sid_by_key = self._sid_by_key
-        meta = self.device_type == "meta" and self.host_device is None  # t.is_meta: no torch.device made per tensor
+        meta = self.device_type == "meta"  # t.is_meta: no torch.device object made per tensor
         index = len(log.ops)
         name = _OP_NAMES.get(func) or _op_name(func)
         inputs = []

@@ -90,8 +90,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
     rec = run.recorder_type(module_of=lambda: modules.current, device_type=device,
-                            workspace_of=_workspace_of(opts.target, runtime), on_op=runtime,
-                            host_device="cpu" if opts.target == "cpu" else None)
+                            workspace_of=_workspace_of(opts.target, runtime), on_op=runtime)
     run.attach(rec)
     progress.watch(rec.log)
     progress.stage("tracing")
