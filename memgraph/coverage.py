@@ -172,6 +172,7 @@ class Row:
     reason: str = ""
     seconds: float = 0.0
     unknown_ops: dict = field(default_factory=dict)
+    run: int = 0  # index of the sweep run that made this row (the report's "runs" list: when, what, versions)
 
     @property
     def within(self) -> bool:
@@ -265,7 +266,7 @@ def architectures(tasks: list[str], only: str | None) -> list[tuple[str, str, st
         for model_type, class_name in mapping.items():
             if isinstance(class_name, (list, tuple)):
                 class_name = class_name[0]
-            if only and not fnmatch.fnmatch(model_type, only):
+            if only and not any(fnmatch.fnmatch(model_type, p.strip()) for p in only.split(",")):
                 continue
             rows.append((task, model_type, class_name))
         per_task.append(rows)
@@ -291,7 +292,23 @@ def shares(rows: list[Row]) -> dict:
     return out
 
 
-def render_markdown(rows: list[Row], seconds: float, total: int | None = None) -> str:
+def run_info(what: str, seconds: float) -> dict:
+    """Provenance of one sweep run: when (UTC), what was run, the versions and the memgraph commit."""
+    import subprocess
+
+    import torch
+    import transformers
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parent, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "what": what, "seconds": round(seconds, 1),
+            "torch": torch.__version__, "transformers": transformers.__version__, "commit": commit or "unknown"}
+
+
+def render_markdown(rows: list[Row], seconds: float, total: int | None = None, runs: list[dict] | None = None) -> str:
     import torch
     import transformers
 
@@ -302,6 +319,15 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None) -
              f"{IMAGE_SIZE}-px images, AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
              f"peak) and analysed for the `cpu` target. Within: |error| <= {100 * TOLERANCE:g}% of the real peak. "
              f"Sweep time {seconds / 60:.1f} min.", ""]
+    if runs and len(runs) > 1:
+        lines += ["Rows come from more than one run (the `run` column of the last table names each row's run; "
+                  "`--update` replaces the rows it re-runs):", "",
+                  "| run | when | what | rows | torch | transformers | memgraph commit |", "|---|---|---|---|---|---|---|"]
+        for i, r in enumerate(runs):
+            n = sum(row.run == i for row in rows)
+            lines.append(f"| {i} | {r['when']} | {r['what']} | {n} | {r['torch']} | {r['transformers']} | "
+                         f"{r['commit']} |")
+        lines.append("")
     if total is not None and len(rows) < total:
         lines += [f"**Partial sweep: {len(rows)} of {total} architecture/task pairs** (taken round robin over the "
                   "task families; the sweep was stopped by its time budget).", ""]
@@ -323,27 +349,47 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None) -
     for r in rows:
         if r.runs_for_real and not r.within:
             lines.append(f"| {r.task} | {r.model_type} | {r.measured} | {r.predicted or ''} | "
-                         f"{'' if r.error_pct is None else f'{r.error_pct:+.2f}%'} | {r.reason} |")
+                         f"{'' if r.error_pct is None else f'{r.error_pct:+.2f}%'} | "
+                         f"{r.reason or KNOWN_MISSES.get(r.model_type, '')} |")
     lines += ["", "## Every architecture", "",
-              "| task | architecture | class | real | analyse | error | unknown ops | reason |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| task | architecture | class | real | analyse | error | unknown ops | reason | run |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         err = "" if r.error_pct is None else f"{r.error_pct:+.3f}%"
         unknown = ", ".join(f"{k} x{v}" for k, v in sorted(r.unknown_ops.items()))
         lines.append(f"| {r.task} | {r.model_type} | {r.model_class} | {'yes' if r.runs_for_real else 'no'} | "
-                     f"{'yes' if r.analyzes else 'no'} | {err} | {unknown} | {r.reason} |")
+                     f"{'yes' if r.analyzes else 'no'} | {err} | {unknown} | {r.reason} | {r.run} |")
     return "\n".join(lines) + "\n"
+
+
+# Why a row that runs for real misses the 1% (found by comparing the traced and the real op streams); shown in
+# the report's reason column where the row has none of its own.
+KNOWN_MISSES = {
+    "switch_transformers": "routing: the real tiny step sends no token to one encoder expert (rows per expert "
+                           "[5, 9, 2, 0], 16 tokens), so that expert has no gradient and no AdamW state (48 KB); "
+                           "the trace assumes balanced routing (trace/shadow_values.py balanced_routing)",
+    "inkling_text": "gather's backward (TensorAdvancedIndexing.cpp gather_backward) runs scatter_add out of place "
+                    "under any dispatch mode and on meta (areAnyTensorSubclassLike), in place in the real step: "
+                    "one extra [1, 64, 16, 512] float32 (2 MiB) at the peak; not yet corrected",
+    "inkling2_text": "as inkling_text: gather_backward's scatter_add out of place on meta, in place for real",
+    "longt5": "host tensors: LongT5's local-attention masks are made on the CPU without a device (torch.arange "
+              "in _make_3block_relative_position_ids / _mask_local_attention_mask), which the cpu target's real "
+              "step counts and the meta trace does not record (recording them, tried, moved AdamW's CPU step "
+              "counters into the hand-checked goldens: left for a reviewed change)",
+    "m2m_100": "not investigated: -0.03% in run 0, +6.03% since the SDPA default (main gives the same)",
+}
 
 
 def _pct(x: float) -> str:
     return "n/a" if x != x else f"{100 * x:.0f}%"
 
 
-def write_reports(rows: list[Row], out: Path, seconds: float, total: int | None = None) -> None:
+def write_reports(rows: list[Row], out: Path, seconds: float, total: int | None = None,
+                  runs: list[dict] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_markdown(rows, seconds, total))
+    out.write_text(render_markdown(rows, seconds, total, runs))
     payload = {"tolerance": TOLERANCE, "seconds": round(seconds, 1), "planned": total, "shares": shares(rows),
-               "rows": [asdict(r) for r in rows]}
+               "runs": runs or [], "rows": [asdict(r) for r in rows]}
     out.with_suffix(".json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
 
 
@@ -365,9 +411,11 @@ def sweep(tasks: list[str], only: str | None = None, out: Path | None = None, lo
             print(f"[{i + 1}] {task} {model_type}: {row.status}{err} {row.reason[:100]} ({row.seconds} s)",
                   file=log, flush=True)
         if out is not None and (i + 1) % 10 == 0:
-            write_reports(rows, out, time.perf_counter() - start, len(planned))
+            elapsed = time.perf_counter() - start
+            write_reports(rows, out, elapsed, len(planned), [run_info("full sweep (in progress)", elapsed)])
     if out is not None:
-        write_reports(rows, out, time.perf_counter() - start, len(planned))
+        elapsed = time.perf_counter() - start
+        write_reports(rows, out, elapsed, len(planned), [run_info("full sweep", elapsed)])
     return rows
 
 
@@ -375,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memgraph.coverage", description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default=",".join(TASK_MAPPINGS),
                         help=f"comma-separated task families (default: all of {', '.join(TASK_MAPPINGS)})")
-    parser.add_argument("--only", default=None, help="shell pattern on the model type, e.g. 'mixtral' or 'qwen*'")
+    parser.add_argument("--only", default=None, help="shell patterns on the model type, comma-separated, e.g. 'mixtral' or 'qwen*,longt5'")
     parser.add_argument("--sample", action="store_true", help="one architecture per family (a quick check)")
     parser.add_argument("--out", default="reports/coverage.md", help="markdown report (the JSON goes beside it)")
     parser.add_argument("--update", action="store_true",
@@ -394,22 +442,36 @@ def main(argv: list[str] | None = None) -> int:
                 rows += sweep([task], model_type, None, sys.stderr)
         write_reports(rows, Path(args.out), 0.0)
     elif args.update:
-        update(Path(args.out), sweep(tasks, args.only, None, sys.stderr))
+        start = time.perf_counter()
+        fresh = sweep(tasks, args.only, None, sys.stderr)
+        what = f"--update --tasks {','.join(tasks)}" + (f" --only {args.only}" if args.only else "")
+        update(Path(args.out), fresh, run_info(what, time.perf_counter() - start))
     else:
         sweep(tasks, args.only, Path(args.out), sys.stderr)
     return 0
 
 
-def update(out: Path, fresh: list[Row]) -> None:
-    """Replace the rows of ``fresh``'s (task, architecture) pairs in the report at ``out`` (its JSON beside it)."""
+# The run that wrote reports written before runs were recorded (the first full sweep, commit df2dab7).
+_FIRST_RUN = {"when": "2026-11-23 07:50 UTC", "what": "full sweep", "seconds": None, "torch": "2.13.0+cpu",
+              "transformers": "5.23.0", "commit": "df2dab7 (before the SDPA default)"}
+
+
+def update(out: Path, fresh: list[Row], info: dict | None = None) -> None:
+    """Replace the rows of ``fresh``'s (task, architecture) pairs in the report at ``out`` (its JSON beside it);
+    ``info`` (:func:`run_info`) is appended to the report's runs and the fresh rows point at it."""
     payload = json.loads(out.with_suffix(".json").read_text())
+    runs = payload.get("runs") or [dict(_FIRST_RUN, seconds=payload.get("seconds"))]
+    if info is not None:
+        runs.append(info)
+        for r in fresh:
+            r.run = len(runs) - 1
     new = {(r.task, r.model_type): r for r in fresh}
     rows = []
     for data in payload["rows"]:
         key = (data["task"], data["model_type"])
         rows.append(new.pop(key) if key in new else Row(**data))
     rows.extend(new.values())
-    write_reports(rows, out, payload.get("seconds", 0.0), payload.get("planned"))
+    write_reports(rows, out, payload.get("seconds", 0.0), payload.get("planned"), runs)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ corrected outputs, as if the meta kernel had made them):
   :mod:`memgraph.trace.moe`;
 * convolution outputs in channels-last where the CPU kernels compute in it (``cpu`` target):
   :mod:`memgraph.trace.conv_layout`;
+* pointwise outputs of ambiguous ``[N, C, 1, 1]``-like inputs, contiguous as TensorIterator's fast setup makes
+  them (both targets): :mod:`memgraph.trace.pointwise_layout`;
 * autograd's in-place gradient accumulation, which a dispatch mode turns off (both targets: the engine is
   the same): :mod:`memgraph.trace.inplace_grad_sum`.
 """
@@ -19,6 +21,7 @@ from memgraph.private_api import TorchDispatchMode
 from memgraph.trace.conv_layout import cpu_conv_layout
 from memgraph.trace.inplace_grad_sum import accumulate_in_place
 from memgraph.trace.moe import grouped_mm_on_meta
+from memgraph.trace.pointwise_layout import contiguous_fast_setup
 
 aten = torch.ops.aten
 _CONV = {aten.convolution.default, aten.convolution_backward.default}
@@ -33,6 +36,7 @@ class MetaKernelFixes(TorchDispatchMode):
         self.grouped_mm_calls = 0  # non-bf16 grouped GEMMs answered (tests)
         self.restrided_convs = 0  # convolutions given the CPU kernel's channels-last outputs (tests)
         self.stolen_accumulations = 0  # gradient accumulations run in place, as the engine does (tests)
+        self.restrided_pointwise = 0  # pointwise outputs given TensorIterator's contiguous fast-setup strides (tests)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -46,6 +50,10 @@ class MetaKernelFixes(TorchDispatchMode):
                 self.stolen_accumulations += 1
                 return out
         out = func(*args, **kwargs)
+        fixed = contiguous_fast_setup(func, args, kwargs, out)
+        if fixed is not out:
+            self.restrided_pointwise += 1
+            return fixed
         if self.target == "cpu" and func in _CONV:
             fixed = cpu_conv_layout(func, args, kwargs, out)
             if fixed is not out:

@@ -41,14 +41,29 @@ Every integer or boolean input is a seed (:meth:`ShadowValues.attach_batch`): wi
 draws it. So text-only models that read their masks back (BigBird's block layout, BioGPT's and other
 SDPA models' ``padding_mask.all()``, Megatron-BERT's extended mask) trace.
 
-Limits: values exist only for what the seeds determine; integer tensors computed from
-floats (``argmax`` of logits, top-k routing of mixture-of-experts) have no shadow, so data
-dependence on them still fails; ``torch.tensor`` of non-shadowed meta data stays valueless;
-integer buffers made at build time (the model is built outside this mode) have no shadow.
+Routing. Integer tensors computed from floats have no values to know: the router of a mixture of
+experts picks experts with ``topk`` / ``argmax`` / ``max(dim)`` of logits made from weights the trace
+does not have. Models that only *shape* their work by the routing (Switch Transformers' ``nonzero`` of
+the expert mask, JetMoE's ``expert_size.tolist()`` split sizes) need values there, so those integer
+results get a *balanced* shadow (:func:`balanced_routing`: token t's j-th choice is expert
+``(t * k + j) mod E``), an assumption stated in the trace notes: every expert gets the same number of
+tokens (+-1). The total routed rows, hence every saved activation, do not depend on the assignment;
+only a per-expert loop's largest transient does, by the difference between the most loaded expert's
+rows and the mean.
+
+Guessed reads. A one-element *bool* tensor without a shadow read back by Python (``if x.min() > eps``,
+``assert not x.isnan().any()``: I-BERT's activation range tracking) is answered ``True`` and counted
+(:attr:`ShadowValues.guessed`, in the trace notes): such tests on float activations pick between branches
+that allocate alike (a few scalars), and no value can be known on meta. Any other value-dependent read of
+a valueless tensor still fails with the op and module named.
+
+Limits: values exist only for what the seeds determine; ``torch.tensor`` of non-shadowed meta data
+stays valueless; integer buffers made at build time (the model is built outside this mode) have no shadow.
 """
 
 from __future__ import annotations
 
+import math
 from contextlib import ExitStack
 
 import torch
@@ -119,6 +134,8 @@ class ShadowValues(TorchDispatchMode):
         self._written: dict = {}  # op -> indices/names of the arguments it writes
         self._stack: ExitStack | None = None
         self.answered = 0  # value-dependent ops answered from shadows (for tests and notes)
+        self.routed = 0  # router top-k/argmax results given balanced values (notes)
+        self.guessed = 0  # one-element bool reads without values, answered True (notes)
 
     # -- seeds ------------------------------------------------------------------------------
     def attach(self, t: torch.Tensor, value: torch.Tensor) -> None:
@@ -161,6 +178,19 @@ class ShadowValues(TorchDispatchMode):
         """The shadow of meta tensor ``t`` (None when it has none)."""
         return self._values.get(t) if _is_meta(t) else None
 
+    def assumption_notes(self) -> list[str]:
+        """Trace notes for the values this mode assumed rather than knew."""
+        notes = []
+        if self.routed:
+            notes.append(f"routing: {self.routed} router top-k/argmax results without values given a balanced "
+                         "assignment (every expert the same number of tokens); the real routing depends on the "
+                         "weights (trace/shadow_values.py balanced_routing)")
+        if self.guessed:
+            notes.append(f"guessed reads: {self.guessed} one-element bool tests of values the trace does not have "
+                         "answered True (e.g. activation-range checks); branches that allocate differently "
+                         "could differ (trace/shadow_values.py)")
+        return notes
+
     def __len__(self) -> int:
         return len(self._values)
 
@@ -188,6 +218,9 @@ class ShadowValues(TorchDispatchMode):
         packet = func.overloadpacket
         if packet is aten._local_scalar_dense:
             v = self.value(args[0])
+            if v is None and _is_meta(args[0]) and args[0].dtype == torch.bool and args[0].numel() == 1:
+                self.guessed += 1
+                return True
             if v is None:
                 return func(*args, **kwargs)  # the meta kernel's error, reported by the recorder
             self.answered += 1
@@ -204,6 +237,10 @@ class ShadowValues(TorchDispatchMode):
         if packet in (aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_):
             args = self._long_indices(args)
         out = func(*args, **kwargs)
+        if func in _ROUTING and _is_meta(args[0]) and args[0].dtype.is_floating_point \
+                and args[0] not in self._values:
+            self._route(func, args, kwargs, out)
+            return out
         if packet in _UNINITIALISED:
             return out
         if self._values or _makes_values(func, args, kwargs, out):
@@ -211,6 +248,26 @@ class ShadowValues(TorchDispatchMode):
         return out
 
     # -- helpers ----------------------------------------------------------------------------
+    def _route(self, func, args, kwargs, out) -> None:
+        """Balanced values for the integer result of a router's ``topk`` / ``argmax`` / ``max(dim)``."""
+        x = args[0]
+        names = [a.name for a in op_schema(func).arguments]
+        bound = dict(zip(names, args))
+        bound.update(kwargs)
+        dim = bound.get("dim", -1)
+        if dim is None or x.dim() == 0:
+            return  # argmax over everything: not a routing decision
+        indices = out[1] if isinstance(out, (tuple, list)) else out
+        if not _is_meta(indices) or indices.numel() > self.max_elements:
+            return
+        dim = dim % x.dim()
+        k = int(bound.get("k", 1))
+        keep = func is aten.topk.default or bool(bound.get("keepdim", False))
+        value = balanced_routing(tuple(x.shape), dim, k, keep)
+        if tuple(value.shape) == tuple(indices.shape):
+            self._values[indices] = value
+            self.routed += 1
+
     def _cpu(self, x):
         """``x`` with meta tensors replaced by their shadows (raises _Missing) and meta devices by cpu."""
         def one(a):
@@ -363,6 +420,24 @@ class ShadowValues(TorchDispatchMode):
                 self._forget(t)
 
 
+# Router decisions on float logits: topk (MoE top-k gating), argmax and max(dim) (top-1 routers, e.g. Switch).
+_ROUTING = {aten.topk.default, aten.argmax.default, aten.max.dim}
+
+
+def balanced_routing(shape: tuple[int, ...], dim: int, k: int, keepdim: bool = True) -> torch.Tensor:
+    """int64 indices for choosing ``k`` of the ``shape[dim]`` experts per token (every other position of
+    ``shape`` is a token, in row-major order): token t's j-th choice is ``(t * k + j) mod E``, so the experts
+    are filled round robin and each gets the same number of choices (+-1); a token's k choices are distinct
+    while k <= E. ``keepdim`` False (argmax, max without keepdim): the k == 1 dimension is dropped."""
+    experts = shape[dim]
+    others = [s for i, s in enumerate(shape) if i != dim]
+    tokens = math.prod(others)
+    with _disable_current_modes():
+        v = (torch.arange(tokens).unsqueeze(1) * k + torch.arange(k).unsqueeze(0)) % experts
+        v = v.reshape(*others, k).movedim(-1, dim).contiguous()
+        return v if keepdim else v.squeeze(dim)
+
+
 def _flat(x) -> list:
     """Leaves of an op's arguments or result: tensors, lists/tuples of tensors, scalars."""
     if isinstance(x, (list, tuple)):
@@ -418,6 +493,8 @@ class _TensorFromData(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is torch.Tensor.__getitem__:
             return self._getitem(func, args, kwargs)
+        if func is torch.Tensor.__format__:
+            return self._format(func, args, kwargs)
         if func is not torch.tensor and func is not torch.as_tensor:
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
@@ -442,6 +519,15 @@ class _TensorFromData(TorchFunctionMode):
             self.shadows._values[out] = ref
         return out
 
+    def _format(self, func, args, kwargs):
+        """``f"expert_{idx}"`` of a shadowed 0-d meta tensor: its value, as ``Tensor.__format__`` gives for a real
+        0-d tensor (torch/_tensor.py formats meta tensors as their repr instead; Switch Transformers names its
+        expert modules so)."""
+        v = self.shadows.value(args[0]) if args and isinstance(args[0], torch.Tensor) else None
+        if v is None or v.dim() != 0:
+            return func(*args, **kwargs)
+        return v.item().__format__(*args[1:])
+
     def _getitem(self, func, args, kwargs):
         """``x[:, [-1, 0]]`` on a shadowed ``x``: Python turns the list into an index tensor made on meta in
         C++ (``indexing_tensor_from_data``) that no dispatch mode sees, so the ``aten.index`` below has a
@@ -465,4 +551,4 @@ class _TensorFromData(TorchFunctionMode):
         return out
 
 
-__all__ = ["ShadowValues", "DEFAULT_MAX_ELEMENTS"]
+__all__ = ["ShadowValues", "DEFAULT_MAX_ELEMENTS", "balanced_routing"]

@@ -205,10 +205,9 @@ def _emulation_notes(opts: TrainingOptions, kernel_stats: KernelStats, autocast_
 
 
 def _shadow_notes(shadows: ShadowValues) -> list[str]:
-    if not shadows.answered:
-        return []
-    return [f"input values: {shadows.answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
-            "indexing, ...) answered from the known values of the integer inputs (trace/shadow_values.py)"]
+    notes = [f"input values: {shadows.answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
+             "indexing, ...) answered from the known values of the integer inputs (trace/shadow_values.py)"]
+    return (notes if shadows.answered else []) + shadows.assumption_notes()
 
 
 def _parameter_owners(model: torch.nn.Module) -> dict[int, str]:

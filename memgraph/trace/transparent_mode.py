@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
 from torch.overrides import TorchFunctionMode
 
 from memgraph.private_api import body_without_torch_function_checks
 
 PASS = object()  # returned by TransparentFunctionMode.handle: "not mine, run it normally"
+# Run as a whole, passed to the modes below: Tensor.__format__ calls no torch function an emulation mode handles,
+# and the shadow values' mode below answers it for a 0-d meta tensor with a value (trace/shadow_values.py).
+_WHOLE = {torch.Tensor.__format__}
 _BODIES: dict = {}  # torch Python function -> its body without torch-function checks (None: not one)
 
 
@@ -56,7 +60,7 @@ class TransparentFunctionMode(TorchFunctionMode):
         out = self.handle(func, args, kwargs)
         if out is not PASS:
             return out
-        body = _python_body(func)
+        body = None if func in _WHOLE else _python_body(func)
         if body is None or func in self._running:
             return func(*args, **kwargs)
         self._running.add(func)

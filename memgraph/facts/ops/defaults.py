@@ -12,8 +12,7 @@ sgd, sgd-momentum, adam, adamw with their for-loop and foreach implementations; 
 attention), each checked against torch.profiler on the CPU for buffers the meta trace cannot see,
 plus close elementwise/view/factory relatives whose kernels are plain TensorIterator loops. Ops
 not reviewed that way are left out on purpose, so that a trace using them reports them as unknown
-(e.g. the CPU flash-attention kernels, which allocate per-thread buffers but which the meta trace
-never selects; group norm; sort-based indexing).
+(e.g. group norm; sort-based indexing).
 
 CPU note for the whole list: a Python scalar argument (``x.mul_(0.9)``, ``x / 8``) is wrapped into
 a 0-dim tensor of 4-12 bytes on the real CPU run that the meta trace does not see; it is ignored.
@@ -21,6 +20,7 @@ a 0-dim tensor of 4-12 bytes on the real CPU run that the meta trace does not se
 
 from __future__ import annotations
 
+from memgraph.facts.ops import cpu_attention
 from memgraph.facts.ops import cpu_workspace as cpu
 from memgraph.facts.ops import cuda_workspace as cuda
 from memgraph.facts.ops.table import register
@@ -207,10 +207,21 @@ register(
 register(
     "attention",
     "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
-    "aten._scaled_dot_product_flash_attention_for_cpu", "aten._scaled_dot_product_flash_attention_for_cpu_backward",
     "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_cudnn_attention_backward",
-    note="fused attention: output + float32 logsumexp saved (no B*H*S*S scores). Not modelled: the CPU flash "
-         "kernel's per-thread buffers, the cuDNN attention kernels' workspace",
+    note="fused attention: output + float32 logsumexp saved (no B*H*S*S scores). Not modelled: the cuDNN "
+         "attention kernels' workspace",
+)
+register(
+    "attention", "aten._scaled_dot_product_flash_attention_for_cpu",
+    note="CPU flash attention: output + float32 logsumexp saved; the kernel's per-thread buf (qk, max, sum, dst) "
+         "in the accumulation dtype, see cpu_attention",
+    workspace={"cpu": cpu_attention.flash_forward},
+)
+register(
+    "attention", "aten._scaled_dot_product_flash_attention_for_cpu_backward",
+    note="dq/dk/dv (zeros); the kernel's grad_out.contiguous() copy, per-thread buf (attn, grad_attn) and dsum, "
+         "see cpu_attention",
+    workspace={"cpu": cpu_attention.flash_backward},
 )
 register(
     "attention", "aten._scaled_dot_product_flash_attention_backward",
