@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memgraph.analysis.group_by import at_depth
+from memgraph.analysis.group_by import at_depth, fold_repeated
 from memgraph.analysis.result import Peak, Result
 from memgraph.units import human_bytes, share
 
@@ -148,22 +148,39 @@ SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "opt s
 
 
 def top_tensors(p: Peak) -> Section:
-    rows = [[t.category, t.name, t.module or "-", f"{t.phase}/{t.iteration}", "x".join(map(str, t.shape)) or "scalar",
-             t.dtype, human_bytes(t.bytes), "yes" if t.held_past_last_use else ""] for t in p.top_tensors]
-    return Section("Largest tensors at the steady-state peak", [],
-                   ["category", "name / op", "module", "made in", "shape", "dtype", "size", "past last use"], rows,
-                   numeric={6}, key="top_tensors")
+    """The largest groups of identical tensors alive at the peak (one tensor is a group of one)."""
+    groups = p.top_tensor_groups
+    held = any(g.held_past_last_use_bytes for g in groups)
+    rows = [[g.category, g.name + (f" x{g.count}" if g.count > 1 else ""), g.module or "-", f"{g.phase}/{g.iteration}",
+             "x".join(map(str, g.shape)) or "scalar", g.dtype, human_bytes(g.bytes), human_bytes(g.total_bytes),
+             *([human_bytes(g.held_past_last_use_bytes) if g.held_past_last_use_bytes else ""] if held else [])]
+            for g in groups]
+    lines = []
+    if any(g.count > 1 for g in groups):
+        lines.append("identical tensors of repeated layers are one row (x count; * stands for the layer index), "
+                     "largest total first.")
+    if held:
+        lines.append("past last use: the bytes of the row alive although no later op reads them.")
+    headers = ["category", "name / op", "module", "made in", "shape", "dtype", "size", "total",
+               *(["past last use"] if held else [])]
+    return Section("Largest tensors at the steady-state peak", lines, headers, rows,
+                   numeric={6, 7, 8} if held else {6, 7}, key="top_tensors")
 
 
 def modules(r: Result, depth: int) -> Section:
-    """Per-module rows summed to ``depth`` path parts, and their total."""
-    rows = [[m.module or "(top level)", f"{m.parameters:,}", f"{m.trainable_parameters:,}", human_bytes(m.parameter_bytes),
-             human_bytes(m.saved_activation_bytes), human_bytes(m.peak_bytes)]
-            for m in at_depth(r.modules, depth) if m.parameters or m.saved_activation_bytes or m.peak_bytes]
+    """Per-module rows summed to ``depth`` path parts, identical layers folded into one row, and their total."""
+    runs = [run for run in fold_repeated(at_depth(r.modules, depth))
+            if run.row.parameters or run.row.saved_activation_bytes or run.row.peak_bytes]
+    rows = [[(m.module or "(top level)") + (f" x{run.count}" if run.count > 1 else ""), f"{m.parameters:,}",
+             f"{m.trainable_parameters:,}", human_bytes(m.parameter_bytes), human_bytes(m.saved_activation_bytes),
+             human_bytes(m.peak_bytes)] for run in runs for m in (run.row,)]
     total = [sum(getattr(m, k) for m in r.modules) for k in
              ("parameters", "trainable_parameters", "parameter_bytes", "saved_activation_bytes", "peak_bytes")]
     rows.append(["total", f"{total[0]:,}", f"{total[1]:,}", *map(human_bytes, total[2:])])
-    return Section(f"Per module (depth {depth})", [],
+    lines = []
+    if any(run.count > 1 for run in runs):
+        lines.append("a row of N identical layers (x N) shows the figures of one of them; the total counts every layer.")
+    return Section(f"Per module (depth {depth})", lines,
                    ["module", "params", "trainable", "param bytes", "saved activations", "at peak"], rows,
                    numeric={1, 2, 3, 4, 5}, total=True, key="modules")
 
