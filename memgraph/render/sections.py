@@ -73,7 +73,7 @@ def device_lines(r: Result) -> list[str]:
         interval_line(d, r.unknowns),
         f"CUDA context: {d['context_assumption']}"
         + ("; --context-bytes replaces it with a measured figure" if d["context_estimated"] else ""),
-        fit_line(d),
+        *fit_lines(d),
     ]
     return lines
 
@@ -95,16 +95,40 @@ def interval_line(d: dict, unknowns: list[dict]) -> str:
             + ", ".join(f"{name} +{human_bytes(b)}" for name, b in terms))
 
 
-def fit_line(d: dict) -> str:
+def fit_lines(d: dict) -> list[str]:
     cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], d["steady_state_device_total_upper"]
     if d["fits_with_margin"]:
-        return (f"fits: yes, with margin: {human_bytes(cap - total)} headroom, "
-                f"{human_bytes(cap - upper)} at the upper end")
+        return [f"fits: yes, with margin: {human_bytes(cap - total)} headroom, "
+                f"{human_bytes(cap - upper)} at the upper end"]
     if d["fits"]:
-        return (f"fits only if the unknowns stay near their expected values (upper end {human_bytes(upper)} > "
-                f"{human_bytes(cap)}); {human_bytes(cap - total)} headroom expected")
-    return (f"fits: NO, needs {human_bytes(total)} (up to {human_bytes(upper)}) of {human_bytes(cap)}"
-            + (f"; the caching allocator runs out at event {d['oom_event']}" if d["oom_event"] is not None else ""))
+        return [f"fits only if the unknowns stay near their expected values (upper end {human_bytes(upper)} > "
+                f"{human_bytes(cap)}); {human_bytes(cap - total)} headroom expected"]
+    if d.get("oom_event") is None:
+        return [f"fits: NO, needs {human_bytes(total)} (up to {human_bytes(upper)}) of {human_bytes(cap)}"]
+    return oom_lines(d)
+
+
+PHASE_WORDS = {"forward": "the forward pass", "backward": "the backward pass", "optimizer": "the optimizer step",
+               "zero_grad": "zero_grad"}
+
+
+def oom_lines(d: dict) -> list[str]:
+    """Where the caching allocator, capped at the card, raises out-of-memory, and what the step needs without the cap."""
+    cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], d["steady_state_device_total_upper"]
+    if d["oom_phase"] == "setup":
+        when = "before iteration 1, while the parameters and inputs are put on the card"
+    else:
+        when = f"in {PHASE_WORDS.get(d['oom_phase'], d['oom_phase'])} of iteration {d['oom_iteration']}"
+    where = f", in {d['oom_module'] or 'the top level'}" if d["oom_phase"] != "setup" else ""
+    op = d["oom_op"].removesuffix(".default")
+    return [
+        f"fits: NO: the caching allocator runs out {when}{where}" + (f" ({op})" if op else "") + ": it asks for "
+        f"{human_bytes(d['oom_request_bytes'])} with {human_bytes(d['oom_allocated_bytes'])} allocated and "
+        f"{human_bytes(d['oom_reserved_bytes'])} reserved, of the {human_bytes(d['allocator_budget_bytes'])} it may "
+        f"reserve ({human_bytes(cap)} less the {human_bytes(d['context_bytes'])} CUDA context)",
+        f"needs {human_bytes(total)} (up to {human_bytes(upper)}) at the steady-state peak, {human_bytes(total - cap)} "
+        "more than the card has: reserved + CUDA context, the caching allocator replayed as if the card had no limit",
+    ]
 
 
 def breakdown(p: Peak) -> Section:
