@@ -44,6 +44,7 @@ def summary(r: Result) -> Section:
         f"{o['loop']} loop" + (f", stage {o['stage']}" if o["stage"] else ""),
         f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)",
         *([f"assumed: {', '.join(r.assumptions)}"] if r.assumptions else []),
+        *(f"warning: {w}" for w in r.warnings),
         "",
         f"steady-state peak:   {human_bytes(r.steady_state_peak.bytes)} ({r.steady_state_peak.bytes:,} B) at "
         f"{where(r.steady_state_peak)}",
@@ -119,7 +120,9 @@ def oom_lines(d: dict) -> list[str]:
         when = "before iteration 1, while the parameters and inputs are put on the card"
     else:
         when = f"in {PHASE_WORDS.get(d['oom_phase'], d['oom_phase'])} of iteration {d['oom_iteration']}"
-    where = f", in {d['oom_module'] or 'the top level'}" if d["oom_phase"] != "setup" else ""
+    where = ""
+    if d["oom_phase"] != "setup":
+        where = f", in {d['oom_module']}" if d["oom_module"] else ", at the top level (no module running)"
     op = d["oom_op"].removesuffix(".default")
     return [
         f"fits: NO: the caching allocator runs out {when}{where}" + (f" ({op})" if op else "") + ": it asks for "
