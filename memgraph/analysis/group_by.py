@@ -162,8 +162,11 @@ def tensor_groups(rows: list[TensorRow], top: int) -> list[TensorGroup]:
 
     Identical: same category, name and module pattern (:func:`path_pattern`), shape, dtype, size and
     phase/iteration of making; 32 layers' ``aten.mul.Tensor`` outputs in ``model.layers.*.mlp.act_fn`` are one group.
+    A name or module every tensor of the group shares is kept as it is (a group of one keeps its own).
     """
     groups: dict[tuple, TensorGroup] = {}
+    first: dict[int, TensorRow] = {}  # id(group) -> its first tensor
+    same: dict[int, list[bool]] = {}  # id(group) -> [all share the first's name, all share its module]
     for t in rows:
         key = (t.category, path_pattern(t.name), path_pattern(t.module), t.phase, t.iteration, tuple(t.shape),
                t.dtype, t.bytes)
@@ -172,8 +175,20 @@ def tensor_groups(rows: list[TensorRow], top: int) -> list[TensorGroup]:
             g = groups[key] = TensorGroup(name=key[1], category=t.category, module=key[2], phase=t.phase,
                                           iteration=t.iteration, shape=list(t.shape), dtype=t.dtype, bytes=t.bytes,
                                           count=0, total_bytes=0, held_past_last_use_bytes=0)
+            first[id(g)], same[id(g)] = t, [True, True]
+        else:
+            flags, f = same[id(g)], first[id(g)]
+            flags[0] &= t.name == f.name
+            flags[1] &= t.module == f.module
         g.count += 1
         g.total_bytes += t.bytes
         if t.held_past_last_use:
             g.held_past_last_use_bytes += t.bytes
-    return sorted(groups.values(), key=lambda g: (-g.total_bytes, -g.bytes))[:top]
+    top_groups = sorted(groups.values(), key=lambda g: (-g.total_bytes, -g.bytes))[:top]
+    for g in top_groups:  # a name or module the whole group shares is shown as it is, not as a pattern
+        same_name, same_module = same[id(g)]
+        if same_name:
+            g.name = first[id(g)].name
+        if same_module:
+            g.module = first[id(g)].module
+    return top_groups

@@ -109,13 +109,26 @@ def fit_lines(d: dict) -> list[str]:
     return oom_lines(d)
 
 
+def need_line(d: dict) -> str:
+    """What the step needs without the card's limit: the higher of the two reserved peaks, plus the context."""
+    cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], d["steady_state_device_total_upper"]
+    how = "reserved + CUDA context, the caching allocator replayed as if the card had no limit"
+    first = d["first_iteration_reserved"] + d["context_bytes"]
+    if total >= first:
+        return (f"needs {human_bytes(total)} (up to {human_bytes(upper)}) at the steady-state peak, "
+                f"{human_bytes(total - cap)} more than the card has: {how}")
+    return (f"needs {human_bytes(first)} in iteration 1, which also creates the optimizer state, "
+            f"{human_bytes(first - cap)} more than the card has, and {human_bytes(total)} (up to {human_bytes(upper)}) "
+            f"in the steady state: {how}")
+
+
 PHASE_WORDS = {"forward": "the forward pass", "backward": "the backward pass", "optimizer": "the optimizer step",
                "zero_grad": "zero_grad"}
 
 
 def oom_lines(d: dict) -> list[str]:
     """Where the caching allocator, capped at the card, raises out-of-memory, and what the step needs without the cap."""
-    cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], d["steady_state_device_total_upper"]
+    cap = d["capacity_bytes"]
     if d["oom_phase"] == "setup":
         when = "before iteration 1, while the parameters and inputs are put on the card"
     else:
@@ -129,8 +142,7 @@ def oom_lines(d: dict) -> list[str]:
         f"{human_bytes(d['oom_request_bytes'])} with {human_bytes(d['oom_allocated_bytes'])} allocated and "
         f"{human_bytes(d['oom_reserved_bytes'])} reserved, of the {human_bytes(d['allocator_budget_bytes'])} it may "
         f"reserve ({human_bytes(cap)} less the {human_bytes(d['context_bytes'])} CUDA context)",
-        f"needs {human_bytes(total)} (up to {human_bytes(upper)}) at the steady-state peak, {human_bytes(total - cap)} "
-        "more than the card has: reserved + CUDA context, the caching allocator replayed as if the card had no limit",
+        need_line(d),
     ]
 
 
@@ -184,7 +196,7 @@ def top_tensors(p: Peak) -> Section:
             for g in groups]
     lines = []
     if any(g.count > 1 for g in groups):
-        lines.append("identical tensors of repeated layers are one row (x count; * stands for the layer index), "
+        lines.append("identical tensors are one row (x count, size each and total; * stands for a layer index), "
                      "largest total first.")
     if held:
         lines.append("past last use: the bytes of the row alive although no later op reads them.")
