@@ -118,8 +118,8 @@ def test_oom_point_is_named_by_phase_module_and_op():
     assert r.required_bytes == 668 * MIB and r.fits is False
     text = render(r, "table")
     assert "at event" not in text
-    assert ("runs out in the backward pass of iteration 1, at the top level (no module running) (aten.mm): it asks "
-            "for 32.00 MiB with") in text
+    assert ("runs out in the backward pass of iteration 1, in aten.mm outside any module: it asks for 32.00 MiB "
+            "with") in text
     assert "needs 668.00 MiB (up to 968.00 MiB) at the steady-state peak, 18.00 MiB more than the card has" in text
     assert "replayed as if the card had no limit" in text
 

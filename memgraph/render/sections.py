@@ -133,12 +133,14 @@ def oom_lines(d: dict) -> list[str]:
         when = "before iteration 1, while the parameters and inputs are put on the card"
     else:
         when = f"in {PHASE_WORDS.get(d['oom_phase'], d['oom_phase'])} of iteration {d['oom_iteration']}"
-    where = ""
-    if d["oom_phase"] != "setup":
-        where = f", in {d['oom_module']}" if d["oom_module"] else ", at the top level (no module running)"
     op = d["oom_op"].removesuffix(".default")
+    where = ""
+    if d["oom_phase"] != "setup" and d["oom_module"]:
+        where = f", in {d['oom_module']}" + (f" ({op})" if op else "")
+    elif d["oom_phase"] != "setup" and op:
+        where = f", in {op} outside any module"
     return [
-        f"fits: NO: the caching allocator runs out {when}{where}" + (f" ({op})" if op else "") + ": it asks for "
+        f"fits: NO: the caching allocator runs out {when}{where}: it asks for "
         f"{human_bytes(d['oom_request_bytes'])} with {human_bytes(d['oom_allocated_bytes'])} allocated and "
         f"{human_bytes(d['oom_reserved_bytes'])} reserved, of the {human_bytes(d['allocator_budget_bytes'])} it may "
         f"reserve ({human_bytes(cap)} less the {human_bytes(d['context_bytes'])} CUDA context)",
