@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memgraph.analysis.group_by import at_depth, fold_repeated
+from memgraph.analysis.group_by import at_depth, fold_repeated, tensor_groups
 from memgraph.analysis.result import Peak, Result
 from memgraph.units import human_bytes, share
 
@@ -189,8 +189,9 @@ SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "opt s
 
 
 def top_tensors(p: Peak) -> Section:
-    """The largest groups of identical tensors alive at the peak (one tensor is a group of one)."""
-    groups = p.top_tensor_groups
+    """The largest groups of identical tensors alive at the peak (one tensor is a group of one); a Peak made
+    without groups (by hand, or read from an older report) groups its ``top_tensors``."""
+    groups = p.top_tensor_groups or tensor_groups(p.top_tensors, len(p.top_tensors))
     held = any(g.held_past_last_use_bytes for g in groups)
     rows = [[g.category, g.name + (f" x{g.count}" if g.count > 1 else ""), g.module or "-", f"{g.phase}/{g.iteration}",
              "x".join(map(str, g.shape)) or "scalar", g.dtype, human_bytes(g.bytes), human_bytes(g.total_bytes),
