@@ -175,3 +175,29 @@ def test_json_folded_modules_keep_per_module_rows():
         assert (f["first"] is None) == (f["count"] == 1)
         if f["count"] > 1:
             assert f["last"] - f["first"] + 1 == f["count"]
+
+
+# -- mixed precision that can cost more than fp32 -----------------------------------------------------
+
+
+def test_mixed_precision_note_names_the_cast_copies_alive_at_the_peak():
+    from memgraph.analysis.summarize import mixed_precision_note
+    from memgraph.units import human_bytes
+
+    peak = _peak_with([_tensor("aten._to_copy.default", "fc", 4096, category="autocast_cache")])
+    peak.by_category = {"autocast_cache": 4096}
+    (note,) = mixed_precision_note("fp16-mixed", peak)
+    assert note.startswith("fp16-mixed can need more than fp32") and "float16 copy of every weight" in note
+    assert f"({human_bytes(4096)} alive at the steady-state peak" in note
+    assert mixed_precision_note("fp32", peak) == []  # no autocast
+    peak.by_category = {"autocast_cache": 0}  # the copies are gone by the peak (an optimizer-phase peak)
+    assert mixed_precision_note("bf16-mixed", peak) == []
+
+
+def test_whisper_fp16_mixed_report_explains_its_cast_copies():
+    # tiny Whisper: 50 source positions = 100 mel frames = 1 s; its steady peak (backward) still holds cast weights
+    r = analyze("tests/configs/tiny-whisper.json", precision="fp16-mixed", audio_seconds=1.0, target_len=16)
+    cache = r.steady_state_peak.by_category["autocast_cache"]
+    assert cache > 0
+    notes = [n for n in r.notes if n.startswith("fp16-mixed can need more than fp32")]
+    assert len(notes) == 1 and notes[0] in render(r, "table")
