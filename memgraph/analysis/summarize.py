@@ -86,10 +86,11 @@ def mixed_precision_note(precision: str | None, steady) -> list[str]:
     dtype = MIXED_DTYPE[precision]
     return [f"{precision} can need more than fp32: it keeps the float32 weights, gradients and optimizer state of "
             f"fp32 training, adds autocast's {dtype} copy of every weight forward uses ({human_bytes(cache)} alive at "
-            f"the steady-state peak: kept until forward ends, longer where backward needs it), and casts a float32 "
-            f"activation again for every op that reads it (q, k and v projections make three {dtype} copies); only "
-            "the activations get smaller, so with a small batch, short sequences or gradient checkpointing it can "
-            "cost more than it saves: compare with --precision fp32 (memgraph fit analyses both)"]
+            "the steady-state peak: kept until forward ends, longer where backward needs it), and casts a float32 "
+            "activation again for every op that reads it (q, k and v projections reading one float32 hidden state "
+            f"make three {dtype} copies); only the activations get smaller, so with a small batch, short sequences "
+            "or gradient checkpointing it can cost more than it saves: compare with --precision fp32 (memgraph fit "
+            "analyses both)"]
 
 
 def _versions() -> dict[str, str]:
