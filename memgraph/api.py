@@ -14,6 +14,7 @@ from memgraph.analysis.summarize import summarize
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
 from memgraph.facts.gpus import get_gpu, process_context
+from memgraph.model_spec.input_warnings import input_warnings
 from memgraph.model_spec.objects import spec_from_object
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
@@ -48,14 +49,16 @@ def analyze_traced(model, opts: TrainingOptions) -> tuple[Result, Trace]:
 def analyze_spec(spec, opts: TrainingOptions) -> tuple[Result, Trace]:
     """:func:`analyze_traced` of a resolved :class:`~memgraph.model_spec.sources.ModelSpec`."""
     trace = trace_training(spec, opts)
-    return result_of_trace(spec.name, opts, trace), trace
+    return result_of_trace(spec.name, opts, trace, input_warnings(spec, opts)), trace
 
 
-def result_of_trace(name: str, opts: TrainingOptions, trace: Trace) -> Result:
+def result_of_trace(name: str, opts: TrainingOptions, trace: Trace, warnings: list[str] = ()) -> Result:
     """The analysis passes and, for the cuda target, the allocator replay over one trace (also an
-    interpolated one: memgraph/sweep.py)."""
+    interpolated one: memgraph/sweep.py); ``warnings``: inputs the model was not made for
+    (model_spec/input_warnings.py)."""
     progress.stage("analysing the event log")
     result = summarize(trace, name, opts.to_dict(), opts.target)
+    result.warnings = list(warnings)
     if opts.target == "cuda":
         progress.stage("replaying the caching allocator")
         add_device_peaks(result, trace, opts)

@@ -57,7 +57,7 @@ def _training_args(p: argparse.ArgumentParser, command: str) -> None:
                             "formats from one analysis")
     else:
         p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE ('-': standard output, the default)")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
 
 
 SWEEPABLE = ("batch_size", "seq_len")  # analyze takes a comma list of these: one analysis per size, one process
@@ -136,6 +136,9 @@ def _usage(f: Field) -> str:
     return ", ".join(f"`{name}{value}`" for name in (flag.name, flag.short) if name)
 
 
+DEBUG_HELP = "show tracebacks instead of one line per error (default off)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="memgraph", description="Predict the GPU memory of a PyTorch training step, without a GPU.")
     p.add_argument("--version", action="version", version=f"memgraph {__version__}")
@@ -157,38 +160,41 @@ def build_parser() -> argparse.ArgumentParser:
     _training_args(f, "fit")
     f.add_argument("--solve", choices=("batch-size", "seq-len"), default="batch-size",
                    help="what to maximise (default batch-size)")
-    f.add_argument("--format", "-f", choices=("table", "json"), default="table")
+    f.add_argument("--format", "-f", choices=("table", "json"), default="table",
+                   help="table, or json for a scheduler (default table)")
     f.set_defaults(run=_fit)
 
     m = sub.add_parser("measure", help="run the same step for real and record the allocator's peaks (JSON)")
     _training_args(m, "measure")
-    m.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    m.add_argument("--device", choices=("cpu", "cuda"), required=True,
+                   help="where the step runs for real; it also sets the target the record is compared with (required)")
     m.add_argument("--snapshot", metavar="FILE",
                    help="cuda: also record the allocator's history and write torch.cuda.memory._dump_snapshot "
                         "to FILE (a pickle for https://pytorch.org/memory_viz)")
     m.set_defaults(run=_measure)
 
     v = sub.add_parser("validate", help="predict every stored measurement and write the error table (markdown)")
-    v.add_argument("--groundtruth", default="reports/groundtruth", help="folder of measurement JSON files")
+    v.add_argument("--groundtruth", default="reports/groundtruth", metavar="DIR",
+                   help="folder of measurement JSON files (default reports/groundtruth)")
     v.add_argument("--published", nargs="?", const="reports/published", default=None, metavar="DIR",
-                   action=_PublishedAction,
                    help="validate against published GPU measurements instead (folder of row JSON files, default "
-                        "reports/published); the report goes to reports/published.md unless --output says otherwise")
+                        "reports/published)")
     v.add_argument("--allow-callables", action="append", default=[], metavar="MODULE",
                    help="predict ground-truth records whose model is MODULE:function (imports MODULE); records "
                         "naming another module are skipped (repeatable)")
-    v.add_argument("--output", "--out", "-o", default=VALIDATION_REPORT,
-                   help="markdown file to write ('-' for stdout; default reports/validation.md)")
-    v.add_argument("--debug", action="store_true")
+    v.add_argument("--output", "--out", "-o", default="-", metavar="FILE",
+                   help="markdown file to write, e.g. reports/validation.md (default '-': standard output; nothing "
+                        "is written unless asked)")
+    v.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     v.set_defaults(run=_validate)
 
     gp = sub.add_parser("gpus", help="list the GPU catalog")
-    gp.add_argument("--debug", action="store_true")
+    gp.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     gp.set_defaults(run=_gpus, output=None)
 
     z = sub.add_parser("models", help="list the built-in model zoo")
-    z.add_argument("--format", "-f", choices=("table", "json"), default="table")
-    z.add_argument("--debug", action="store_true")
+    z.add_argument("--format", "-f", choices=("table", "json"), default="table", help="(default table)")
+    z.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     z.set_defaults(run=_models, output=None)
     return p
 
@@ -267,20 +273,6 @@ def _measure(a) -> str:
         raise MemgraphError(f"cannot write --snapshot {a.snapshot!r}: its folder does not exist")
     record = measure(a.model, a.device, training_options(a, target=a.device), snapshot=a.snapshot)
     return json.dumps(record, indent=2) + "\n"
-
-
-VALIDATION_REPORT = "reports/validation.md"
-PUBLISHED_REPORT = "reports/published.md"
-
-
-class _PublishedAction(argparse.Action):
-    """``--published [DIR]``: also moves the default report to reports/published.md (an --output given
-    before or after it still wins)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-        if namespace.output == VALIDATION_REPORT:
-            namespace.output = PUBLISHED_REPORT
 
 
 def _validate(a) -> str:

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from memgraph.api import result_of_trace
+from memgraph.model_spec.input_warnings import input_warnings
 from memgraph.analysis.result import Result
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec, resolve
@@ -89,7 +90,7 @@ def _unique(values: list) -> list:
 
 def analyze_trace(spec: ModelSpec, opts: TrainingOptions, trace: Trace) -> Result:
     """The analysis of one trace (the same passes as :func:`memgraph.api.analyze`)."""
-    return result_of_trace(spec.name, opts, trace)
+    return result_of_trace(spec.name, opts, trace, input_warnings(spec, opts))
 
 
 def _batch_sweep(spec: ModelSpec, base: TrainingOptions, sizes: list[int], check: bool) -> list[SweepPoint]:

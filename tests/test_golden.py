@@ -38,6 +38,11 @@ CASES = {
     # a path relative to the repository root (the tests' working directory): the report prints it
     "tiny-llama-bf16-sdpa": ("tests/configs/tiny-llama.json",
                              dict(seq_len=16, precision="bf16-mixed", attn_implementation="sdpa", target="cuda")),
+    # six GPT-2 blocks: h.0 holds the embedding output and the cuBLAS workspace, h.1-5 fold into one row, the
+    # identical tensors of the blocks group; on a 640 MiB card (600 MiB sm90 context, so the caching allocator may
+    # reserve 40 MiB) the step runs out of memory, and the report says where
+    "tiny-gpt2-6-layers-oom": ("tests/configs/tiny-gpt2-6-layers.json",
+                               dict(seq_len=32, batch_size=2, target="cuda", gpu_memory=640 * 2**20)),
 }
 FORMATS = {"table": "txt", "md": "md", "json": "json"}
 WALL_TIMES = re.compile(r"trace [0-9.]+ s, analysis [0-9.]+ s")
@@ -100,6 +105,15 @@ def test_golden_json_rows_add_up(case):
         assert total(modules, row_key) == static[static_key], row_key
         assert total(r["modalities"], row_key) == static[static_key], row_key
     assert total(r["modalities"], "peak_bytes") == steady["bytes"]
+    # a folded row stands for `count` modules with its figures: they add up to the same totals
+    folded = r["modules_folded"]
+    for key in ("peak_bytes", "parameters", "parameter_bytes", "saved_activation_bytes"):
+        assert sum(row[key] * row["count"] for row in folded) == total(modules, key), key
+    # grouped tensors: count x size each is the total, and the groups are the largest totals first
+    for peak in [r["first_iteration_peak"], steady, *r["phase_peaks"]]:
+        groups = peak["top_tensor_groups"]
+        assert all(g["total_bytes"] == g["count"] * g["bytes"] >= g["held_past_last_use_bytes"] for g in groups)
+        assert [g["total_bytes"] for g in groups] == sorted((g["total_bytes"] for g in groups), reverse=True)
     # each peak's categories add up to its bytes; the last iteration's phases peak at the step's peak
     for peak in [r["first_iteration_peak"], steady, *r["phase_peaks"]]:
         assert sum(peak["by_category"].values()) == peak["bytes"], peak["phase"]
@@ -111,6 +125,10 @@ def test_golden_json_rows_add_up(case):
         assert d["steady_state_device_total"] == d["steady_state_reserved"] + d["context_bytes"]
         assert d["headroom_bytes"] == d["capacity_bytes"] - d["steady_state_device_total"]
         assert d["steady_state_reserved"] >= steady["bytes"]  # segments hold at least the live blocks
+        if d["oom_event"] is not None:  # the capped replay ran out within the allocator's budget
+            assert d["allocator_budget_bytes"] == d["capacity_bytes"] - d["context_bytes"]
+            assert d["oom_allocated_bytes"] <= d["oom_reserved_bytes"] <= d["allocator_budget_bytes"]
+            assert d["steady_state_device_total"] > d["capacity_bytes"]  # the uncapped replay's need
 
 
 def test_golden_mlp_peaks_are_the_hand_computed_ones():

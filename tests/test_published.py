@@ -144,11 +144,11 @@ def test_error_statistics_by_hand():
 
 # -- the command line ----------------------------------------------------------------------------------------
 
-def test_published_flag_moves_the_default_report():
+def test_validate_writes_only_where_told():
     p = build_parser()
-    assert p.parse_args(["validate"]).output == "reports/validation.md"
+    assert p.parse_args(["validate"]).output == "-"  # standard output: no file is overwritten unasked
     a = p.parse_args(["validate", "--published"])
-    assert (a.published, a.output) == ("reports/published", "reports/published.md")
+    assert (a.published, a.output) == ("reports/published", "-")
     assert p.parse_args(["validate", "--out", "x.md", "--published", "d"]).output == "x.md"
     assert p.parse_args(["validate", "--published", "d", "-o", "y.md"]).output == "y.md"
 

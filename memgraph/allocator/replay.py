@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from memgraph.allocator.caching_model import CachingAllocatorModel, OutOfMemoryError
+from memgraph.analysis.peaks import Locator
 from memgraph.facts.cuda_allocator import AllocatorOptions
 from memgraph.allocator.upper_bound import (
     PHANTOM_KEY, allocated_slack, context_unknown, phantom_bytes, total_only_slack, unknown_rows,
@@ -56,6 +57,15 @@ class DevicePeaks:
     cuda_version: int = 0
     module_loading: str = "lazy"
     unknowns: list = field(default_factory=list)  # [{name, expected_bytes, upper_bytes, source, counter}]
+    # -- where the replay capped at the card ran out (oom_event not None): the request that failed --
+    oom_iteration: int | None = None
+    oom_phase: str = ""
+    oom_module: str = ""  # innermost module running ("" outside any module)
+    oom_op: str = ""  # the ATen op whose allocation failed
+    oom_request_bytes: int = 0  # the storage it asked for
+    oom_allocated_bytes: int = 0  # allocated (live blocks) when it asked
+    oom_reserved_bytes: int = 0  # reserved (segments) when it asked, after releasing cached blocks
+    allocator_budget_bytes: int = 0  # what the caching allocator may reserve: capacity - expected context
 
 
 @dataclass
@@ -177,8 +187,10 @@ def device_peaks(log: EventLog, bounds: list[tuple[int, int]], gpu_key: str, all
     options = AllocatorOptions.from_env_string(allocator_conf) if allocator_conf else AllocatorOptions()
     estimate, context = process_context(gpu, cuda_version, module_loading, context_bytes)
     all_unknowns = list(unknowns) + ([context_unknown(estimate)] if context_bytes is None else [])
-    run, first, steady = _steady_reserved(log, bounds, options, gpu.capacity_bytes - context)
+    budget = gpu.capacity_bytes - context
+    run, first, steady = _steady_reserved(log, bounds, options, budget)
     oom_event = run.oom_event_index
+    oom = _oom_point(log, run) if oom_event is not None else {}
     if oom_event is not None:  # how much it would need: replay again without a cap
         run, first, steady = _steady_reserved(log, bounds, options, None)
     total = steady + context
@@ -204,7 +216,17 @@ def device_peaks(log: EventLog, bounds: list[tuple[int, int]], gpu_key: str, all
         steady_state_device_total_upper=total_upper, fits_with_margin=fits and total_upper <= gpu.capacity_bytes,
         context_estimated=context_bytes is None, context_assumption=assumption, cuda_version=estimate.cuda_major,
         module_loading=estimate.module_loading, unknowns=unknown_rows(all_unknowns),
+        allocator_budget_bytes=budget, **oom,
     )
+
+
+def _oom_point(log: EventLog, run: ReplayResult) -> dict:
+    """Where the capped replay raised out-of-memory: iteration, phase, module, op, and the allocator's state."""
+    index = run.oom_event_index
+    iteration, phase, module, op = Locator(log)(index)
+    return dict(oom_iteration=iteration, oom_phase=phase, oom_module=module, oom_op=op,
+                oom_request_bytes=log.storages[log.events[index][1]].nbytes,
+                oom_allocated_bytes=run.final_allocated, oom_reserved_bytes=run.final_reserved)
 
 
 def _mib(n: int) -> str:

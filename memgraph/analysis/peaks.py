@@ -6,6 +6,7 @@ from bisect import bisect_right
 from collections import Counter
 
 from memgraph.analysis.categorize import ORDER
+from memgraph.analysis.group_by import tensor_groups
 from memgraph.analysis.liveness import alive_after, argmax_in
 from memgraph.analysis.result import Peak, TensorRow
 from memgraph.trace.event_log import Category, EventLog, StorageRecord
@@ -53,7 +54,7 @@ def peak_at(log: EventLog, live: list[int], sizes: list[int], where: Locator, in
     return Peak(
         bytes=live[index], iteration=iteration, phase=phase, module=module, op=op, event=index,
         by_category={c.value: by_cat.get(c, 0) for c in ORDER}, held_past_last_use_bytes=held,
-        top_tensors=rows[:top],
+        top_tensors=rows[:top], top_tensor_groups=tensor_groups(rows, top),
     )
 
 

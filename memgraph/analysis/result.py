@@ -7,7 +7,10 @@ from dataclasses import asdict, dataclass, field
 # 2: module rows at every path with all Totals fields; ops without graph_nodes.
 # 3: top-level required_bytes, required_bytes_upper, fits, fits_with_margin, gpu, unknowns (cuda target);
 #    device carries each peak's upper end and the context's assumption.
-SCHEMA_VERSION = 3
+# 4: each Peak's top_tensor_groups (identical tensors of repeated layers grouped); modules_folded (identical
+#    sibling layers folded); warnings (inputs the model cannot take as given); device's oom_* fields (where the
+#    caching allocator runs out). Every field of 3 is kept unchanged.
+SCHEMA_VERSION = 4
 
 
 @dataclass
@@ -26,6 +29,24 @@ class TensorRow:
 
 
 @dataclass
+class TensorGroup:
+    """Identical storages alive at a peak: same category, name and module up to their layer indices
+    (``model.layers.*.mlp``), shape, dtype, size and phase/iteration of making (analysis/group_by.py)."""
+
+    name: str  # the name pattern: numeric path parts replaced by ``*``
+    category: str
+    module: str  # the module pattern, likewise
+    phase: str
+    iteration: int
+    shape: list[int]
+    dtype: str
+    bytes: int  # each
+    count: int
+    total_bytes: int  # count x bytes
+    held_past_last_use_bytes: int  # of total_bytes, the storages alive although no later op reads them
+
+
+@dataclass
 class Peak:
     """A peak of allocated memory and what is alive at it."""
 
@@ -38,6 +59,7 @@ class Peak:
     by_category: dict[str, int]
     held_past_last_use_bytes: int
     top_tensors: list[TensorRow]
+    top_tensor_groups: list[TensorGroup] = field(default_factory=list)  # largest groups by total bytes
 
 
 @dataclass
@@ -110,6 +132,8 @@ class Result:
     fits_with_margin: bool | None = None  # fits, and required_bytes_upper <= gpu capacity too
     gpu: dict | None = None  # {key, name, capacity_bytes}
     unknowns: list = field(default_factory=list)  # [{name, expected_bytes, upper_bytes, source, counter}]
+    # inputs the model cannot take as given (sequence past its positions, image size its processor would not make)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

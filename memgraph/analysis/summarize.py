@@ -22,6 +22,7 @@ from memgraph.facts.cuda_allocator import ALLOCATED_SIZE
 from memgraph.facts.ops.registry import unknown_ops
 from memgraph.model_spec.modality import SHARED
 from memgraph.trace.tracer import Trace
+from memgraph.units import human_bytes
 from memgraph.version import __version__
 
 METRIC = {"cuda": "torch.cuda.max_memory_allocated", "cpu": "peak of CPU allocator bytes (torch.profiler)"}
@@ -58,13 +59,38 @@ def summarize(trace: Trace, model_name: str, options: dict, target: str) -> Resu
         iteration_starts=[lo for lo, _ in bounds],
         ops={"count": len(log.ops), "unknown": dict(unknown_ops(o.op for o in log.ops))},
         trace_seconds=round(trace.seconds, 3), analysis_seconds=round(time.perf_counter() - start, 3),
-        versions=_versions(), notes=list(trace.notes),
+        versions=_versions(), notes=list(trace.notes) + mixed_precision_note(options.get("precision"), steady),
         modalities=[ModalityRow(modality=m, **vars_of(t)) for m, t in
                     sorted(modalities.items(), key=lambda kv: (kv[0] == SHARED, kv[0]))],
         peak_modality=trace.modalities.get(steady.module, SHARED),
         phase_peaks=phase_peaks(log, live, sizes, where, bounds[-1]),
         assumptions=list(trace.assumptions),
     )
+
+
+MIXED_DTYPE = {"fp16-mixed": "float16", "bf16-mixed": "bfloat16"}
+
+
+def mixed_precision_note(precision: str | None, steady) -> list[str]:
+    """Why a mixed-precision step can need more than fp32, when autocast's weight copies are alive at its peak.
+
+    The mechanism, from PyTorch 2.13: autocast's ``cached_cast`` (aten/src/ATen/autocast_mode.cpp) keeps one
+    low-precision copy of each float32 leaf that requires grad (a trainable weight) until the outermost region
+    exits (``torch.autocast.__exit__`` -> ``clear_autocast_cache()``), and autograd keeps the copies it saved until
+    backward; a non-leaf tensor (an activation) is cast again, uncached, by every op that reads it. The float32
+    weights, gradients and optimizer state stay what fp32 training holds. So mixed precision saves only through
+    smaller activations, and where they are few it needs more (trace/autocast_emulation.py emulates this)."""
+    cache = steady.by_category.get("autocast_cache", 0)
+    if precision not in MIXED_DTYPE or not cache:
+        return []
+    dtype = MIXED_DTYPE[precision]
+    return [f"{precision} can need more than fp32: it keeps the float32 weights, gradients and optimizer state of "
+            f"fp32 training, adds autocast's {dtype} copy of every weight forward uses ({human_bytes(cache)} alive at "
+            "the steady-state peak: kept until forward ends, longer where backward needs it), and casts a float32 "
+            "activation again for every op that reads it (q, k and v projections reading one float32 hidden state "
+            f"make three {dtype} copies); only the activations get smaller, so with a small batch, short sequences "
+            "or gradient checkpointing it can cost more than it saves: compare with --precision fp32 (memgraph fit "
+            "analyses both)"]
 
 
 def _versions() -> dict[str, str]:

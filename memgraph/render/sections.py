@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memgraph.analysis.group_by import at_depth
+from memgraph.analysis.group_by import at_depth, fold_repeated, tensor_groups
 from memgraph.analysis.result import Peak, Result
 from memgraph.units import human_bytes, share
 
@@ -44,6 +44,7 @@ def summary(r: Result) -> Section:
         f"{o['loop']} loop" + (f", stage {o['stage']}" if o["stage"] else ""),
         f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)",
         *([f"assumed: {', '.join(r.assumptions)}"] if r.assumptions else []),
+        *(f"warning: {w}" for w in r.warnings),
         "",
         f"steady-state peak:   {human_bytes(r.steady_state_peak.bytes)} ({r.steady_state_peak.bytes:,} B) at "
         f"{where(r.steady_state_peak)}",
@@ -73,7 +74,7 @@ def device_lines(r: Result) -> list[str]:
         interval_line(d, r.unknowns),
         f"CUDA context: {d['context_assumption']}"
         + ("; --context-bytes replaces it with a measured figure" if d["context_estimated"] else ""),
-        fit_line(d),
+        *fit_lines(d),
     ]
     return lines
 
@@ -95,16 +96,56 @@ def interval_line(d: dict, unknowns: list[dict]) -> str:
             + ", ".join(f"{name} +{human_bytes(b)}" for name, b in terms))
 
 
-def fit_line(d: dict) -> str:
+def fit_lines(d: dict) -> list[str]:
     cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], d["steady_state_device_total_upper"]
     if d["fits_with_margin"]:
-        return (f"fits: yes, with margin: {human_bytes(cap - total)} headroom, "
-                f"{human_bytes(cap - upper)} at the upper end")
+        return [f"fits: yes, with margin: {human_bytes(cap - total)} headroom, "
+                f"{human_bytes(cap - upper)} at the upper end"]
     if d["fits"]:
-        return (f"fits only if the unknowns stay near their expected values (upper end {human_bytes(upper)} > "
-                f"{human_bytes(cap)}); {human_bytes(cap - total)} headroom expected")
-    return (f"fits: NO, needs {human_bytes(total)} (up to {human_bytes(upper)}) of {human_bytes(cap)}"
-            + (f"; the caching allocator runs out at event {d['oom_event']}" if d["oom_event"] is not None else ""))
+        return [f"fits only if the unknowns stay near their expected values (upper end {human_bytes(upper)} > "
+                f"{human_bytes(cap)}); {human_bytes(cap - total)} headroom expected"]
+    if d.get("oom_event") is None:
+        return [f"fits: NO, needs {human_bytes(total)} (up to {human_bytes(upper)}) of {human_bytes(cap)}"]
+    return oom_lines(d)
+
+
+def need_line(d: dict) -> str:
+    """What the step needs without the card's limit: the higher of the two reserved peaks, plus the context."""
+    cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], d["steady_state_device_total_upper"]
+    how = "reserved + CUDA context, the caching allocator replayed as if the card had no limit"
+    first = d["first_iteration_reserved"] + d["context_bytes"]
+    if total >= first:
+        return (f"needs {human_bytes(total)} (up to {human_bytes(upper)}) at the steady-state peak, "
+                f"{human_bytes(total - cap)} more than the card has: {how}")
+    return (f"needs {human_bytes(first)} in iteration 1, which also creates the optimizer state, "
+            f"{human_bytes(first - cap)} more than the card has, and {human_bytes(total)} (up to {human_bytes(upper)}) "
+            f"in the steady state: {how}")
+
+
+PHASE_WORDS = {"forward": "the forward pass", "backward": "the backward pass", "optimizer": "the optimizer step",
+               "zero_grad": "zero_grad"}
+
+
+def oom_lines(d: dict) -> list[str]:
+    """Where the caching allocator, capped at the card, raises out-of-memory, and what the step needs without the cap."""
+    cap = d["capacity_bytes"]
+    if d["oom_phase"] == "setup":
+        when = "before iteration 1, while the parameters and inputs are put on the card"
+    else:
+        when = f"in {PHASE_WORDS.get(d['oom_phase'], d['oom_phase'])} of iteration {d['oom_iteration']}"
+    op = d["oom_op"].removesuffix(".default")
+    where = ""
+    if d["oom_phase"] != "setup" and d["oom_module"]:
+        where = f", in {d['oom_module']}" + (f" ({op})" if op else "")
+    elif d["oom_phase"] != "setup" and op:
+        where = f", in {op} outside any module"
+    return [
+        f"fits: NO: the caching allocator runs out {when}{where}: it asks for "
+        f"{human_bytes(d['oom_request_bytes'])} with {human_bytes(d['oom_allocated_bytes'])} allocated and "
+        f"{human_bytes(d['oom_reserved_bytes'])} reserved, of the {human_bytes(d['allocator_budget_bytes'])} it may "
+        f"reserve ({human_bytes(cap)} less the {human_bytes(d['context_bytes'])} CUDA context)",
+        need_line(d),
+    ]
 
 
 def breakdown(p: Peak) -> Section:
@@ -148,22 +189,40 @@ SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "opt s
 
 
 def top_tensors(p: Peak) -> Section:
-    rows = [[t.category, t.name, t.module or "-", f"{t.phase}/{t.iteration}", "x".join(map(str, t.shape)) or "scalar",
-             t.dtype, human_bytes(t.bytes), "yes" if t.held_past_last_use else ""] for t in p.top_tensors]
-    return Section("Largest tensors at the steady-state peak", [],
-                   ["category", "name / op", "module", "made in", "shape", "dtype", "size", "past last use"], rows,
-                   numeric={6}, key="top_tensors")
+    """The largest groups of identical tensors alive at the peak (one tensor is a group of one); a Peak made
+    without groups (by hand, or read from an older report) groups its ``top_tensors``."""
+    groups = p.top_tensor_groups or tensor_groups(p.top_tensors, len(p.top_tensors))
+    held = any(g.held_past_last_use_bytes for g in groups)
+    rows = [[g.category, g.name + (f" x{g.count}" if g.count > 1 else ""), g.module or "-", f"{g.phase}/{g.iteration}",
+             "x".join(map(str, g.shape)) or "scalar", g.dtype, human_bytes(g.bytes), human_bytes(g.total_bytes),
+             *([human_bytes(g.held_past_last_use_bytes) if g.held_past_last_use_bytes else ""] if held else [])]
+            for g in groups]
+    lines = []
+    if any(g.count > 1 for g in groups):
+        lines.append("identical tensors are one row (x count, size each and total; * stands for a layer index), "
+                     "largest total first.")
+    if held:
+        lines.append("past last use: the bytes of the row alive although no later op reads them.")
+    headers = ["category", "name / op", "module", "made in", "shape", "dtype", "size", "total",
+               *(["past last use"] if held else [])]
+    return Section("Largest tensors at the steady-state peak", lines, headers, rows,
+                   numeric={6, 7, 8} if held else {6, 7}, key="top_tensors")
 
 
 def modules(r: Result, depth: int) -> Section:
-    """Per-module rows summed to ``depth`` path parts, and their total."""
-    rows = [[m.module or "(top level)", f"{m.parameters:,}", f"{m.trainable_parameters:,}", human_bytes(m.parameter_bytes),
-             human_bytes(m.saved_activation_bytes), human_bytes(m.peak_bytes)]
-            for m in at_depth(r.modules, depth) if m.parameters or m.saved_activation_bytes or m.peak_bytes]
+    """Per-module rows summed to ``depth`` path parts, identical layers folded into one row, and their total."""
+    runs = [run for run in fold_repeated(at_depth(r.modules, depth))
+            if run.row.parameters or run.row.saved_activation_bytes or run.row.peak_bytes]
+    rows = [[(m.module or "(top level)") + (f" x{run.count}" if run.count > 1 else ""), f"{m.parameters:,}",
+             f"{m.trainable_parameters:,}", human_bytes(m.parameter_bytes), human_bytes(m.saved_activation_bytes),
+             human_bytes(m.peak_bytes)] for run in runs for m in (run.row,)]
     total = [sum(getattr(m, k) for m in r.modules) for k in
              ("parameters", "trainable_parameters", "parameter_bytes", "saved_activation_bytes", "peak_bytes")]
     rows.append(["total", f"{total[0]:,}", f"{total[1]:,}", *map(human_bytes, total[2:])])
-    return Section(f"Per module (depth {depth})", [],
+    lines = []
+    if any(run.count > 1 for run in runs):
+        lines.append("a row of N identical layers (x N) shows the figures of one of them; the total counts every layer.")
+    return Section(f"Per module (depth {depth})", lines,
                    ["module", "params", "trainable", "param bytes", "saved activations", "at peak"], rows,
                    numeric={1, 2, 3, 4, 5}, total=True, key="modules")
 

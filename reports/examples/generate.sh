@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Regenerate the example reports in this folder (CPU only, about a minute each on 2 cores).
+# MEMGRAPH="python -m memgraph" ./generate.sh runs another checkout's code than the installed console script.
 set -euo pipefail
 cd "$(dirname "$0")"
-run() {  # run NAME ARGS...: one analysis, written as markdown, HTML and JSON
+run() {  # run NAME ARGS...: one analysis, written as markdown, HTML and JSON (the format from each extension)
     local name=$1; shift
-    for fmt in md html json; do
-        memgraph analyze "$@" --format "$fmt" --output "$name.$fmt"
-    done
+    ${MEMGRAPH:-memgraph} analyze "$@" --output "$name.md" --output "$name.html" --output "$name.json"
 }
 # GPU-faithfulness: where the peak of a mixed-precision Llama step comes from on an H100
 run llama-2-7b-bf16-mixed-b1-s4096-sdpa-h100 llama-2-7b --batch-size 1 --seq-len 4096 --precision bf16-mixed --attn sdpa --gpu h100-80gb
