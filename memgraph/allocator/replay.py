@@ -56,6 +56,9 @@ class DevicePeaks:
     cuda_version: int = 0
     module_loading: str = "lazy"
     unknowns: list = field(default_factory=list)  # [{name, expected_bytes, upper_bytes, source, counter}]
+    # reserved bytes after every event of the replay the peaks come from (uncapped if the capped one ran out):
+    # the HTML timeline's reserved line (analysis/timeline.py add_reserved); not part of the JSON device record
+    reserved_after: list[int] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -204,6 +207,7 @@ def device_peaks(log: EventLog, bounds: list[tuple[int, int]], gpu_key: str, all
         steady_state_device_total_upper=total_upper, fits_with_margin=fits and total_upper <= gpu.capacity_bytes,
         context_estimated=context_bytes is None, context_assumption=assumption, cuda_version=estimate.cuda_major,
         module_loading=estimate.module_loading, unknowns=unknown_rows(all_unknowns),
+        reserved_after=run.reserved_after,
     )
 
 
