@@ -1,0 +1,430 @@
+"""The HTML report's memory timeline: one inline SVG of the steady-state iterations.
+
+Allocated bytes stacked by category (each timeline point's ``by_category``), over the op events of
+iterations 2 to N (the whole run if there is only one), downsampled to :data:`PLOT_POINTS` columns
+that keep each column's highest point, so no peak is lost. On it: the GPU's capacity, the reserved
+bytes of the caching-allocator replay, the phases and iteration starts, and the steady-state peak and
+each phase's peak, labelled without overlaps (:mod:`memgraph.render.html_labels`). A few lines of
+inline JavaScript show the split under the pointer; the page needs nothing from outside.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from html import escape
+
+from memgraph.analysis.result import Result, TimelinePoint
+from memgraph.render.html_labels import Label, place
+from memgraph.units import human_bytes
+
+PLOT_POINTS = 480  # columns of the plot: about 2 px each at 1400 px
+UNATTRIBUTED = "unattributed"  # a point's bytes its by_category does not cover (results without the split)
+
+PHASE_COLORS = {
+    "setup": "#9aa5b1",
+    "forward": "#3b82c4",
+    "backward": "#8e5cc2",
+    "optimizer": "#d9822b",
+    "zero_grad": "#2f9e6e",
+}
+OTHER_COLOR = "#b0b0b0"
+CATEGORY_COLORS = {
+    "parameters": "#4e79a7",
+    "buffers": "#a0cbe8",
+    "inputs": "#bab0ac",
+    "gradients": "#b07aa1",
+    "optimizer_state": "#f28e2b",
+    "autocast_cache": "#edc948",
+    "activations": "#59a14f",
+    "temporaries": "#e15759",
+    "workspaces": "#76b7b2",
+    UNATTRIBUTED: "#d0d0d0",
+}
+STEADY_COLOR = "#b71c1c"
+CAPACITY_COLOR = "#c62828"
+RESERVED_COLOR = "#1f2933"
+
+W, H = 1180, 470
+LEFT, RIGHT, TOP, BOTTOM = 76, 180, 78, 404  # plot area: x in [LEFT, W - RIGHT], y in [TOP, BOTTOM]
+STRIP = (TOP - 30, TOP - 12)  # the phase strip above the plot (y0, y1)
+
+
+def _e(value) -> str:
+    return escape(str(value), quote=True)
+
+
+@dataclass
+class Column:
+    """One plotted column: the highest timeline point of its bucket, and the bucket's highest reserved."""
+
+    start: int  # the first event of the column (its left edge)
+    event: int  # the event of its highest point
+    bytes: int
+    iteration: int
+    phase: str
+    by_category: dict[str, int]
+    reserved: int | None
+
+
+@dataclass
+class Chart:
+    """What the SVG draws, in data units; the tests read it too."""
+
+    columns: list[Column]
+    categories: list[str]  # stacked bottom to top
+    first_event: int
+    end_event: int  # one past the last event shown
+    capacity: int | None
+    top: float = 0.0  # bytes at the top of the y axis
+    labels: list[Label] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- data
+
+
+def steady_points(r: Result) -> list[TimelinePoint]:
+    """The timeline points of iterations 2 to N; all of them if the run has one iteration."""
+    points = sorted(r.timeline, key=lambda p: p.event)
+    starts = r.iteration_starts or []
+    if len(starts) >= 2:
+        steady = [p for p in points if p.event >= starts[1]]
+        if steady:
+            return steady
+    return points
+
+
+def _split(p: TimelinePoint) -> dict[str, int]:
+    split = dict(p.by_category or {})
+    rest = p.bytes - sum(split.values())
+    if rest > 0:
+        split[UNATTRIBUTED] = rest
+    return split
+
+
+def downsample(points: list[TimelinePoint], n: int = PLOT_POINTS) -> list[Column]:
+    """At most ``n`` columns; each keeps its bucket's highest point and highest reserved bytes."""
+    out = []
+    for k in range(min(n, len(points))):
+        bucket = points[k * len(points) // min(n, len(points)):(k + 1) * len(points) // min(n, len(points))]
+        best = max(bucket, key=lambda p: p.bytes)
+        reserved = [p.reserved for p in bucket if p.reserved is not None]
+        out.append(Column(bucket[0].event, best.event, best.bytes, best.iteration, best.phase, _split(best),
+                          max(reserved) if reserved else None))
+    return out
+
+
+def chart_of(r: Result) -> Chart:
+    points = steady_points(r)
+    columns = downsample(points)
+    seen = {c for col in columns for c in col.by_category}
+    categories = [c for c in CATEGORY_COLORS if c in seen] + sorted(seen - set(CATEGORY_COLORS))
+    capacity = r.device["capacity_bytes"] if r.device else None
+    chart = Chart(columns, categories, columns[0].start, max(p.event for p in r.timeline) + 1, capacity)
+    highest = max([c.bytes for c in columns] + [c.reserved or 0 for c in columns] + [1])
+    shown_capacity = capacity if capacity and capacity <= 2 * highest else 0  # a far-off capacity is named, not drawn
+    chart.top = _y_ticks(max(highest, shown_capacity) * 1.18)[-1]  # headroom for the labels above the peaks
+    return chart
+
+
+# ---------------------------------------------------------------- scales and axes
+
+
+def _y_ticks(top: float) -> list[float]:
+    """4-6 gridlines at round values in the binary unit human_bytes would pick for ``top``."""
+    unit = 1.0
+    while top / unit >= 1024 and unit < 1024**4:
+        unit *= 1024
+    v = max(top / unit, 1e-9)
+    decade = 10.0 ** (len(str(int(v))) - 1) / 10 if v >= 1 else 0.1
+    while True:
+        for m in (1, 2, 2.5, 5):
+            step = m * decade
+            if -(-v // step) <= 6:
+                n = int(-(-v // step))
+                return [i * step * unit for i in range(max(n, 1) + 1)]
+        decade *= 10
+
+
+def _x_ticks(first: int, last: int) -> list[int]:
+    span = max(last - first, 1)
+    decade = 10 ** (len(str(span)) - 1)
+    for m in (0.1, 0.2, 0.25, 0.5, 1, 2, 5):
+        step = max(1, int(m * decade))
+        if span // step <= 8:
+            return [t for t in range(-(-first // step) * step, last + 1, step)]
+    return [first, last]
+
+
+def _axis_label(n: float) -> str:
+    return human_bytes(n).replace(".00 ", " ")
+
+
+class Scale:
+    def __init__(self, chart: Chart):
+        self.first, self.end, self.top = chart.first_event, max(chart.end_event, chart.first_event + 1), chart.top
+
+    def x(self, event: float) -> float:
+        return round(LEFT + (W - RIGHT - LEFT) * (event - self.first) / (self.end - self.first), 1)
+
+    def y(self, n: float) -> float:
+        return round(BOTTOM - (BOTTOM - TOP) * min(n, self.top) / self.top, 1)
+
+
+# ---------------------------------------------------------------- SVG parts
+
+
+def _grid(sc: Scale, chart: Chart) -> str:
+    out = []
+    for t in _y_ticks(chart.top):
+        y = sc.y(t)
+        out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y}" y2="{y}" stroke="#e4e9f0"/>'
+                   f'<text x="{LEFT - 8}" y="{y + 4}" text-anchor="end" font-size="12" fill="#52606d">'
+                   f"{_e(_axis_label(t))}</text>")
+    for ev in _x_ticks(chart.first_event, chart.end_event - 1):
+        x = sc.x(ev)
+        out.append(f'<line x1="{x}" x2="{x}" y1="{BOTTOM}" y2="{BOTTOM + 5}" stroke="#52606d"/>'
+                   f'<text x="{x}" y="{BOTTOM + 19}" text-anchor="middle" font-size="12" fill="#52606d">{ev:,}</text>')
+    out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{BOTTOM}" y2="{BOTTOM}" stroke="#52606d"/>'
+               f'<text x="{(LEFT + W - RIGHT) / 2}" y="{BOTTOM + 38}" text-anchor="middle" font-size="12.5" '
+               'fill="#52606d">op event (position in the step\'s stream of allocations and frees)</text>')
+    return "".join(out)
+
+
+def _stack(sc: Scale, chart: Chart) -> str:
+    """One area per category from the baseline to the running total through it, drawn top category
+    first so that each lower one covers the part that is not its own: each path needs only its top edge."""
+    cols, out = chart.columns, []
+    xs = [sc.x(c.start) for c in cols] + [sc.x(chart.end_event)]
+    running = [0] * len(cols)
+    tops = []
+    for cat in chart.categories:
+        running = [r + c.by_category.get(cat, 0) for r, c in zip(running, cols)]
+        tops.append((cat, list(running)))
+    for cat, levels in reversed(tops):
+        d = [f"M{xs[0]},{BOTTOM}"]
+        for i, level in enumerate(levels):
+            d.append(f"V{sc.y(level)}H{xs[i + 1]}")
+        d.append(f"V{BOTTOM}Z")
+        out.append(f'<path class="area" data-category="{_e(cat)}" d="{"".join(d)}" '
+                   f'fill="{CATEGORY_COLORS.get(cat, OTHER_COLOR)}"><title>{_e(cat)}</title></path>')
+    return "".join(out)
+
+
+def _phases(sc: Scale, chart: Chart) -> str:
+    """The phase strip above the plot (a label where it fits) and a faint line where each phase starts."""
+    cols, out = chart.columns, []
+    runs, start = [], 0
+    for i in range(1, len(cols) + 1):
+        if i == len(cols) or (cols[i].phase, cols[i].iteration) != (cols[start].phase, cols[start].iteration):
+            runs.append((cols[start], start, i))
+            start = i
+    for col, a, b in runs:
+        x0, x1 = sc.x(cols[a].start), sc.x(cols[b].start if b < len(cols) else chart.end_event)
+        color = PHASE_COLORS.get(col.phase, OTHER_COLOR)
+        tip = f"{col.phase}, iteration {col.iteration}, events {cols[a].start:,}-{(cols[b].start if b < len(cols) else chart.end_event) - 1:,}"
+        out.append(f'<rect class="phase" x="{x0}" y="{STRIP[0]}" width="{max(x1 - x0, 0.5):.1f}" '
+                   f'height="{STRIP[1] - STRIP[0]}" fill="{color}"><title>{_e(tip)}</title></rect>')
+        if x1 - x0 >= 7.2 * len(col.phase) + 8:
+            out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{STRIP[1] - 5}" text-anchor="middle" font-size="11.5" '
+                       f'fill="#fff" font-weight="600">{_e(col.phase)}</text>')
+        if a:
+            out.append(f'<line x1="{x0}" x2="{x0}" y1="{STRIP[1]}" y2="{BOTTOM}" stroke="#52606d" stroke-opacity="0.35" '
+                       'stroke-dasharray="2 3"/>')
+    return "".join(out)
+
+
+def _iterations(sc: Scale, r: Result, chart: Chart) -> str:
+    out = []
+    for i, ev in enumerate(r.iteration_starts or []):
+        if not chart.first_event <= ev < chart.end_event:
+            continue
+        x = sc.x(ev)
+        out.append(f'<line x1="{x}" x2="{x}" y1="{STRIP[0] - 16}" y2="{BOTTOM}" stroke="#1f2933" stroke-width="1.2" '
+                   f'stroke-dasharray="5 3"/><text x="{x + 4}" y="{STRIP[0] - 5}" font-size="12" fill="#1f2933">'
+                   f"iteration {i + 1} starts (event {ev:,})</text>")
+    return "".join(out)
+
+
+def _reserved(sc: Scale, chart: Chart) -> str:
+    cols = chart.columns
+    if any(c.reserved is None for c in cols):
+        return ""
+    xs = [sc.x(c.start) for c in cols] + [sc.x(chart.end_event)]
+    d = [f"M{xs[0]},{sc.y(cols[0].reserved)}"] + [f"H{xs[i]}V{sc.y(c.reserved)}" for i, c in enumerate(cols) if i]
+    d.append(f"H{xs[-1]}")
+    return (f'<path class="reserved" d="{"".join(d)}" fill="none" stroke="{RESERVED_COLOR}" stroke-width="1.6" '
+            'stroke-dasharray="1.5 2.5"/>')
+
+
+def _capacity(sc: Scale, chart: Chart) -> str:
+    if not chart.capacity or chart.capacity > chart.top:
+        return ""
+    y = sc.y(chart.capacity)
+    return (f'<rect class="over-capacity" x="{LEFT}" y="{TOP}" width="{W - RIGHT - LEFT}" height="{max(y - TOP, 0)}" '
+            f'fill="{CAPACITY_COLOR}" fill-opacity="0.07"/><line class="capacity" x1="{LEFT}" x2="{W - RIGHT}" y1="{y}" '
+            f'y2="{y}" stroke="{CAPACITY_COLOR}" stroke-width="2" stroke-dasharray="7 4"/>')
+
+
+def _right_labels(sc: Scale, r: Result, chart: Chart) -> str:
+    """The capacity and reserved lines named in the right margin, at their height (nudged apart)."""
+    x = W - RIGHT + 8
+    items = []
+    if chart.capacity:
+        name = r.device.get("gpu_name", "GPU") if r.device else "GPU"
+        off = chart.capacity > chart.top
+        items.append(Label(x - 7, sc.y(chart.capacity), f"capacity {human_bytes(chart.capacity)}", CAPACITY_COLOR,
+                           ("above the scale: " if off else "") + _short_gpu(name), size=12, sub_size=10.5))
+    reserved = [c.reserved for c in chart.columns if c.reserved is not None]
+    if reserved and len(reserved) == len(chart.columns):
+        items.append(Label(x - 7, sc.y(max(reserved)), f"reserved {human_bytes(max(reserved))}", RESERVED_COLOR,
+                           "caching allocator, highest", size=12, sub_size=10.5))
+    out = []
+    for label in place(items, (W - RIGHT + 2, TOP - 4, W - 2, BOTTOM + 8), step=4):
+        out.append(_label_svg(label, leader=False))
+    return "".join(out)
+
+
+def _short_gpu(name: str) -> str:
+    return name.replace("NVIDIA ", "")[:26]
+
+
+def _label_svg(label: Label, leader: bool = True) -> str:
+    x0, y0, x1, y1 = label.box
+    parts = []
+    if leader:  # a thin line from the point to the nearest corner of the box's baseline
+        lx = min(max(label.x, x0), x1)
+        ly = y1 if label.y > y1 else y0
+        if abs(lx - label.x) > 10 or abs(ly - label.y) > 12:
+            parts.append(f'<line x1="{label.x}" y1="{label.y}" x2="{lx:.1f}" y2="{ly:.1f}" stroke="{label.color}" '
+                         'stroke-width="0.9"/>')
+    halo = 'stroke="#fff" stroke-width="3.5" paint-order="stroke" stroke-linejoin="round"'
+    parts.append(f'<text x="{x0:.1f}" y="{y0 + label.size * 0.85:.1f}" font-size="{label.size}" font-weight="700" '
+                 f'fill="{label.color}" {halo}>{_e(label.text)}</text>')
+    if label.sub:
+        parts.append(f'<text x="{x0:.1f}" y="{y1 - label.sub_size * 0.15:.1f}" font-size="{label.sub_size}" '
+                     f'fill="#3e4c59" {halo}>{_e(label.sub)}</text>')
+    box = " ".join(f"{v:.1f}" for v in label.box)
+    return f'<g class="label" data-box="{box}">{"".join(parts)}</g>'
+
+
+def _peak_labels(sc: Scale, r: Result, chart: Chart) -> tuple[str, list[Label]]:
+    """The steady-state peak, then each other phase's peak of the last iteration, highest first."""
+    s = r.steady_state_peak
+    wanted = [(s, f"peak {human_bytes(s.bytes)}", STEADY_COLOR, 13.5)]
+    others = [p for p in r.phase_peaks if p.event != s.event and chart.first_event <= p.event < chart.end_event]
+    near = 0.01 * (chart.end_event - chart.first_event)  # peaks this close and of equal bytes share one label
+    groups: list[list] = []
+    for p in sorted(others, key=lambda p: (-p.bytes, p.event)):
+        if groups and groups[-1][0].bytes == p.bytes and abs(groups[-1][0].event - p.event) <= near:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    wanted += [(g[0], f"{' and '.join(p.phase for p in g)} peak {human_bytes(g[0].bytes)}", "#1f2933", 12)
+               for g in groups]
+    markers, labels = [], []
+    for p, text, color, size in wanted:
+        if not chart.first_event <= p.event < chart.end_event:
+            continue
+        x, y = sc.x(p.event), sc.y(p.bytes)
+        where = f"{p.phase}, {p.module or '(top level)'}, {(p.op or '-').removeprefix('aten.')}"
+        labels.append(Label(x, y, text, color, where[:60], size=size))
+        tip = f"{text} ({p.bytes:,} B) at event {p.event:,}, iteration {p.iteration}, {where}"
+        markers.append(f'<circle class="peak" cx="{x}" cy="{y}" r="{5 if color == STEADY_COLOR else 3.5}" '
+                       f'fill="{color}" stroke="#fff" stroke-width="1.5" data-bytes="{p.bytes}"><title>{_e(tip)}'
+                       "</title></circle>")
+    dots = [(lb.x - 5, lb.y - 5, lb.x + 5, lb.y + 5) for lb in labels]
+    placed = place(labels, (LEFT + 2, TOP - 2 + 0, W - RIGHT - 2, BOTTOM - 2), taken=dots)
+    chart.labels = placed
+    return "".join(markers) + "".join(_label_svg(lb) for lb in placed), placed
+
+
+def _oom(sc: Scale, r: Result, chart: Chart) -> str:
+    ev = (r.device or {}).get("oom_event")
+    if ev is None or not chart.first_event <= ev < chart.end_event:
+        return ""
+    x = sc.x(ev)
+    return (f'<line class="oom" x1="{x}" x2="{x}" y1="{TOP}" y2="{BOTTOM}" stroke="{CAPACITY_COLOR}" stroke-width="2"/>'
+            f'<text x="{x - 4}" y="{BOTTOM - 8}" text-anchor="end" font-size="12" font-weight="700" '
+            f'fill="{CAPACITY_COLOR}" stroke="#fff" stroke-width="3.5" paint-order="stroke">out of memory here '
+            f"(event {ev:,})</text>")
+
+
+def _hover_data(sc: Scale, chart: Chart) -> str:
+    """The columns as JSON for the hover script (``<`` escaped, so no text can close the script element)."""
+    data = {
+        "left": LEFT, "right": W - RIGHT, "top": TOP, "bottom": BOTTOM, "w": W,
+        "xs": [sc.x(c.start) for c in chart.columns] + [sc.x(chart.end_event)],
+        "cats": chart.categories, "colors": [CATEGORY_COLORS.get(c, OTHER_COLOR) for c in chart.categories],
+        "cols": [[c.event, c.iteration, c.phase, c.bytes, c.reserved, [c.by_category.get(k, 0) for k in chart.categories]]
+                 for c in chart.columns],
+    }
+    return json.dumps(data, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+HOVER_JS = """(function(){
+var fig=document.getElementById('timeline');if(!fig)return;
+var d=JSON.parse(document.getElementById('timeline-data').textContent);
+var svg=fig.querySelector('svg'),tip=fig.querySelector('.tip'),cur=svg.querySelector('.cursor');
+function fmt(n){var u=['B','KiB','MiB','GiB','TiB'],i=0;while(Math.abs(n)>=1024&&i<4){n/=1024;i++;}return i?n.toFixed(2)+' '+u[i]:n+' B';}
+function row(t,color,v){var r=document.createElement('div');if(color){var s=document.createElement('i');s.className='swatch';s.style.background=color;r.appendChild(s);}r.appendChild(document.createTextNode(t+(v===undefined?'':': '+fmt(v))));tip.appendChild(r);}
+function hide(){tip.style.display='none';cur.setAttribute('visibility','hidden');}
+svg.addEventListener('mouseleave',hide);
+svg.addEventListener('mousemove',function(e){
+var b=svg.getBoundingClientRect(),x=(e.clientX-b.left)*d.w/b.width;
+if(x<d.left||x>d.right){hide();return;}
+var lo=0,hi=d.cols.length-1;while(lo<hi){var m=(lo+hi+1)>>1;if(d.xs[m]<=x)lo=m;else hi=m-1;}
+var c=d.cols[lo];tip.textContent='';
+var h=document.createElement('b');h.textContent='event '+c[0].toLocaleString()+', iteration '+c[1]+', '+c[2];tip.appendChild(h);
+row('allocated',null,c[3]);if(c[4]!==null)row('reserved',null,c[4]);
+for(var k=d.cats.length-1;k>=0;k--)if(c[5][k])row(d.cats[k],d.colors[k],c[5][k]);
+cur.setAttribute('x1',d.xs[lo]);cur.setAttribute('x2',d.xs[lo]);cur.setAttribute('visibility','visible');
+tip.style.display='block';var px=(d.xs[lo]/d.w)*b.width;
+tip.style.left=(px>b.width*0.6?px-tip.offsetWidth-12:px+12)+'px';tip.style.top=(e.clientY-b.top+8)+'px';});
+})();"""
+
+
+def timeline_svg(r: Result) -> tuple[str, Chart]:
+    chart = chart_of(r)
+    sc = Scale(chart)
+    peaks, _ = _peak_labels(sc, r, chart)
+    svg = (f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" '
+           'aria-label="allocated bytes by category over the op events of the steady state">'
+           f'<rect x="0" y="0" width="{W}" height="{H}" fill="#fff"/>'
+           f"{_stack(sc, chart)}{_grid(sc, chart)}{_capacity(sc, chart)}{_phases(sc, chart)}{_iterations(sc, r, chart)}"
+           f"{_reserved(sc, chart)}{_oom(sc, r, chart)}{peaks}{_right_labels(sc, r, chart)}"
+           f'<line class="cursor" x1="0" x2="0" y1="{TOP}" y2="{BOTTOM}" stroke="#1f2933" visibility="hidden"/></svg>')
+    return svg, chart
+
+
+def legend(chart: Chart) -> str:
+    items = [f'<span><i class="swatch" style="background:{CATEGORY_COLORS.get(c, OTHER_COLOR)}"></i>{_e(c)}</span>'
+             for c in reversed(chart.categories)]
+    if chart.capacity:
+        items.append(f'<span><i class="dash" style="border-color:{CAPACITY_COLOR}"></i>GPU capacity</span>')
+    if chart.columns and all(c.reserved is not None for c in chart.columns):
+        items.append(f'<span><i class="dots" style="border-color:{RESERVED_COLOR}"></i>reserved (allocator replay)</span>')
+    return f'<div class="legend">{"".join(items)}</div>'
+
+
+def caption(r: Result, chart: Chart) -> str:
+    starts = r.iteration_starts or []
+    if len(starts) >= 2 and chart.first_event >= starts[1]:
+        span = f"the steady state (iterations 2 to {len(starts)}, events {chart.first_event:,} to {chart.end_event - 1:,})"
+        first = r.first_iteration_peak
+        rest = (f" Iteration 1, left out, peaks at {human_bytes(first.bytes)} ({first.phase}, event {first.event:,}) "
+                "while it creates the optimizer state.")
+    else:
+        span, rest = f"the whole run (events {chart.first_event:,} to {chart.end_event - 1:,})", ""
+    return (f"Allocated bytes over {span}, stacked by category. Each of the {len(chart.columns)} columns is the "
+            "highest point of its events, so no peak is lost; hover for the split." + rest)
+
+
+def timeline_figure(r: Result) -> str:
+    """The figure: the SVG, its legend, the hover tooltip and script."""
+    svg, chart = timeline_svg(r)
+    sc = Scale(chart)
+    return (f'<p class="muted">{_e(caption(r, chart))}</p>'
+            f'<figure id="timeline" class="chart">{svg}<div class="tip" role="status"></div></figure>{legend(chart)}'
+            f'<script type="application/json" id="timeline-data">{_hover_data(sc, chart)}</script>'
+            f"<script>{HOVER_JS}</script>")
