@@ -73,6 +73,7 @@ p.fit { font-weight: 600; padding: 6px 10px; border-radius: 6px; }
 p.fit.yes { background: #edf7ee; color: #1e6b34; }
 p.fit.no { background: #fdecec; color: #9b1c1c; }
 footer { color: var(--muted); font-size: 12.5px; text-align: center; }
+@media (max-width: 1100px) { table { font-size: 12px; } th, td { padding: 3px 5px; } main { padding: 16px 10px; } }
 @media (max-width: 760px) { .peaks { grid-template-columns: 1fr; } }
 """
 

@@ -334,9 +334,27 @@ def _peak_labels(sc: Scale, r: Result, chart: Chart) -> tuple[str, list[Label]]:
                        f'fill="{color}" stroke="#fff" stroke-width="1.5" data-bytes="{p.bytes}"><title>{_e(tip)}'
                        "</title></circle>")
     dots = [(lb.x - 5, lb.y - 5, lb.x + 5, lb.y + 5) for lb in labels]
-    placed = place(labels, (LEFT + 2, TOP - 2 + 0, W - RIGHT - 2, BOTTOM - 2), taken=dots)
+    placed = place(labels, (LEFT + 2, TOP - 2 + 0, W - RIGHT - 2, BOTTOM - 2), taken=dots + _line_boxes(sc, chart))
     chart.labels = placed
     return "".join(markers) + "".join(_label_svg(lb) for lb in placed), placed
+
+
+def _line_boxes(sc: Scale, chart: Chart) -> list[tuple[float, float, float, float]]:
+    """Thin boxes over the capacity line and the flat runs of the reserved line, for labels to keep off."""
+    boxes = []
+    if chart.capacity and chart.capacity <= chart.top:
+        y = sc.y(chart.capacity)
+        boxes.append((LEFT, y - 1, W - RIGHT, y + 1))
+    cols = chart.columns
+    if cols and all(c.reserved is not None for c in cols):
+        start = 0
+        for i in range(1, len(cols) + 1):
+            if i == len(cols) or sc.y(cols[i].reserved) != sc.y(cols[start].reserved):
+                x1 = sc.x(cols[i].start if i < len(cols) else chart.end_event)
+                y = sc.y(cols[start].reserved)
+                boxes.append((sc.x(cols[start].start), y - 1, x1, y + 1))
+                start = i
+    return boxes
 
 
 def _oom(sc: Scale, r: Result, chart: Chart) -> str:
@@ -410,14 +428,28 @@ def legend(chart: Chart) -> str:
 def caption(r: Result, chart: Chart) -> str:
     starts = r.iteration_starts or []
     if len(starts) >= 2 and chart.first_event >= starts[1]:
-        span = f"the steady state (iterations 2 to {len(starts)}, events {chart.first_event:,} to {chart.end_event - 1:,})"
+        iterations = "iteration 2" if len(starts) == 2 else f"iterations 2 to {len(starts)}"
+        span = f"the steady state ({iterations}, events {chart.first_event:,} to {chart.end_event - 1:,})"
         first = r.first_iteration_peak
         rest = (f" Iteration 1, left out, peaks at {human_bytes(first.bytes)} ({first.phase}, event {first.event:,}) "
                 "while it creates the optimizer state.")
     else:
         span, rest = f"the whole run (events {chart.first_event:,} to {chart.end_event - 1:,})", ""
     return (f"Allocated bytes over {span}, stacked by category. Each of the {len(chart.columns)} columns is the "
-            "highest point of its events, so no peak is lost; hover for the split." + rest)
+            "highest point of its events, so no peak is lost; hover for the split." + rest + _oom_words(r, chart))
+
+
+def _oom_words(r: Result, chart: Chart) -> str:
+    """Where the capped replay ran out, in words, and what the reserved line then shows."""
+    ev = (r.device or {}).get("oom_event")
+    if ev is None:
+        return ""
+    before = [p for p in r.timeline if p.event <= ev]
+    at = f" ({before[-1].phase} of iteration {before[-1].iteration})" if before and before[-1].iteration else (
+        f" ({before[-1].phase}, before the first iteration)" if before else "")
+    where = "marked in red" if chart.first_event <= ev < chart.end_event else "before this chart"
+    return (f" On this GPU the caching allocator runs out at event {ev:,}{at}, {where}; the reserved line is the "
+            "replay without the capacity limit: what the step would reserve on a card large enough.")
 
 
 def timeline_figure(r: Result) -> str:
