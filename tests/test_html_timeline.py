@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -17,7 +18,7 @@ from memgraph.model_spec.options import TrainingOptions
 from memgraph.render.html import render_html
 from memgraph.render.html_labels import Label, overlaps, place
 from memgraph.render.html_timeline import BOTTOM, TOP, W, H, Scale, chart_of, downsample
-from memgraph.units import MiB, human_bytes
+from memgraph.units import GiB, MiB, human_bytes
 
 TINY_LLAMA = "tests/configs/tiny-llama.json"
 # 96 MiB: above the tiny step's 69 MiB peak and within twice it, so the capacity line is on the chart
@@ -163,3 +164,13 @@ def test_page_labels_do_not_overlap(page):
     for a, b in itertools.combinations(boxes, 2):
         assert not overlaps(a, b, pad=0)
     assert all(0 <= x0 < x1 <= W and 0 <= y0 < y1 <= H for x0, y0, x1, y1 in boxes)
+
+
+def test_far_capacity_is_named_not_drawn(traced):
+    """An 80 GiB card under a 69 MiB step: drawing the capacity would flatten the chart, so the margin names
+    it (above the scale) and no capacity line is drawn."""
+    r, _ = traced
+    far = replace(r, device={**r.device, "capacity_bytes": 80 * GiB})
+    svg = _svg(render_html(far))
+    assert '<line class="capacity"' not in svg
+    assert "capacity 80.00 GiB \u2191</text>" in svg and ">above the scale</text>" in svg

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from memgraph.analysis.result import Result, TimelinePoint
-from memgraph.render.html_labels import Label, place
+from memgraph.render.html_labels import Label, place, text_width
 from memgraph.units import human_bytes
 
 PLOT_POINTS = 480  # columns of the plot: about 2 px each at 1400 px
@@ -272,9 +272,10 @@ def _right_labels(sc: Scale, r: Result, chart: Chart) -> str:
     items = []
     if chart.capacity:
         name = r.device.get("gpu_name", "GPU") if r.device else "GPU"
-        off = chart.capacity > chart.top
-        items.append(Label(x - 7, sc.y(chart.capacity), f"capacity {human_bytes(chart.capacity)}", CAPACITY_COLOR,
-                           ("above the scale: " if off else "") + _short_gpu(name), size=12, sub_size=10.5))
+        off = chart.capacity > chart.top  # more than twice the highest point: named at the top, not drawn
+        items.append(Label(x - 7, sc.y(chart.capacity), f"capacity {human_bytes(chart.capacity)}" + (" \u2191" if off else ""),
+                           CAPACITY_COLOR, "above the scale" if off else _short_gpu(name), size=12,
+                           sub_size=10.5))
     reserved = [c.reserved for c in chart.columns if c.reserved is not None]
     if reserved and len(reserved) == len(chart.columns):
         items.append(Label(x - 7, sc.y(max(reserved)), f"reserved {human_bytes(max(reserved))}", RESERVED_COLOR,
@@ -286,7 +287,7 @@ def _right_labels(sc: Scale, r: Result, chart: Chart) -> str:
 
 
 def _short_gpu(name: str) -> str:
-    return name.replace("NVIDIA ", "")[:26]
+    return name.replace("NVIDIA ", "")[:20]
 
 
 def _label_svg(label: Label, leader: bool = True) -> str:
@@ -308,7 +309,7 @@ def _label_svg(label: Label, leader: bool = True) -> str:
     return f'<g class="label" data-box="{box}">{"".join(parts)}</g>'
 
 
-def _peak_labels(sc: Scale, r: Result, chart: Chart) -> tuple[str, list[Label]]:
+def _peak_labels(sc: Scale, r: Result, chart: Chart, taken: list) -> tuple[str, list[Label]]:
     """The steady-state peak, then each other phase's peak of the last iteration, highest first."""
     s = r.steady_state_peak
     wanted = [(s, f"peak {human_bytes(s.bytes)}", STEADY_COLOR, 13.5)]
@@ -334,7 +335,7 @@ def _peak_labels(sc: Scale, r: Result, chart: Chart) -> tuple[str, list[Label]]:
                        f'fill="{color}" stroke="#fff" stroke-width="1.5" data-bytes="{p.bytes}"><title>{_e(tip)}'
                        "</title></circle>")
     dots = [(lb.x - 5, lb.y - 5, lb.x + 5, lb.y + 5) for lb in labels]
-    placed = place(labels, (LEFT + 2, TOP - 2 + 0, W - RIGHT - 2, BOTTOM - 2), taken=dots + _line_boxes(sc, chart))
+    placed = place(labels, (LEFT + 2, TOP - 2 + 0, W - RIGHT - 2, BOTTOM - 2), taken=dots + _line_boxes(sc, chart) + taken)
     chart.labels = placed
     return "".join(markers) + "".join(_label_svg(lb) for lb in placed), placed
 
@@ -357,15 +358,18 @@ def _line_boxes(sc: Scale, chart: Chart) -> list[tuple[float, float, float, floa
     return boxes
 
 
-def _oom(sc: Scale, r: Result, chart: Chart) -> str:
+def _oom(sc: Scale, r: Result, chart: Chart) -> tuple[str, list]:
+    """A red line where the capped replay ran out, if on the chart, and its label's box (for the others to avoid)."""
     ev = (r.device or {}).get("oom_event")
     if ev is None or not chart.first_event <= ev < chart.end_event:
-        return ""
-    x = sc.x(ev)
+        return "", []
+    x, text = sc.x(ev), f"out of memory here (event {ev:,})"
+    width = text_width(text, 12)
+    x0 = x - 4 - width if x - 4 - width >= LEFT else x + 4
+    box = (x0, BOTTOM - 20, x0 + width, BOTTOM - 6)
     return (f'<line class="oom" x1="{x}" x2="{x}" y1="{TOP}" y2="{BOTTOM}" stroke="{CAPACITY_COLOR}" stroke-width="2"/>'
-            f'<text x="{x - 4}" y="{BOTTOM - 8}" text-anchor="end" font-size="12" font-weight="700" '
-            f'fill="{CAPACITY_COLOR}" stroke="#fff" stroke-width="3.5" paint-order="stroke">out of memory here '
-            f"(event {ev:,})</text>")
+            f'<text x="{x0:.1f}" y="{BOTTOM - 8}" font-size="12" font-weight="700" fill="{CAPACITY_COLOR}" '
+            f'stroke="#fff" stroke-width="3.5" paint-order="stroke">{_e(text)}</text>', [box, (x - 1, TOP, x + 1, BOTTOM)])
 
 
 def _hover_data(sc: Scale, chart: Chart) -> str:
@@ -405,12 +409,13 @@ tip.style.left=(px>b.width*0.6?px-tip.offsetWidth-12:px+12)+'px';tip.style.top=(
 def timeline_svg(r: Result) -> tuple[str, Chart]:
     chart = chart_of(r)
     sc = Scale(chart)
-    peaks, _ = _peak_labels(sc, r, chart)
+    oom, oom_boxes = _oom(sc, r, chart)
+    peaks, _ = _peak_labels(sc, r, chart, oom_boxes)
     svg = (f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" '
            'aria-label="allocated bytes by category over the op events of the steady state">'
            f'<rect x="0" y="0" width="{W}" height="{H}" fill="#fff"/>'
            f"{_stack(sc, chart)}{_grid(sc, chart)}{_capacity(sc, chart)}{_phases(sc, chart)}{_iterations(sc, r, chart)}"
-           f"{_reserved(sc, chart)}{_oom(sc, r, chart)}{peaks}{_right_labels(sc, r, chart)}"
+           f"{_reserved(sc, chart)}{oom}{peaks}{_right_labels(sc, r, chart)}"
            f'<line class="cursor" x1="0" x2="0" y1="{TOP}" y2="{BOTTOM}" stroke="#1f2933" visibility="hidden"/></svg>')
     return svg, chart
 
@@ -418,7 +423,7 @@ def timeline_svg(r: Result) -> tuple[str, Chart]:
 def legend(chart: Chart) -> str:
     items = [f'<span><i class="swatch" style="background:{CATEGORY_COLORS.get(c, OTHER_COLOR)}"></i>{_e(c)}</span>'
              for c in reversed(chart.categories)]
-    if chart.capacity:
+    if chart.capacity and chart.capacity <= chart.top:
         items.append(f'<span><i class="dash" style="border-color:{CAPACITY_COLOR}"></i>GPU capacity</span>')
     if chart.columns and all(c.reserved is not None for c in chart.columns):
         items.append(f'<span><i class="dots" style="border-color:{RESERVED_COLOR}"></i>reserved (allocator replay)</span>')
