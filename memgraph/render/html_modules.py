@@ -147,7 +147,7 @@ def _blocks(node: Node, x: float, scale: float, depth: int, hue: int, total: int
     y = depth * ROW
     light = min(52 + 7 * depth, 88)
     fill = "#52606d" if depth == 0 else "#cbd2d9" if node.path == TOP_LEVEL else f"hsl({hue},55%,{light}%)"
-    ink = "#fff" if depth == 0 or light < 60 else "#1f2933"
+    ink = "#fff" if depth == 0 else "#1f2933"
     name = "whole step at the peak" if depth == 0 else label_of(node)
     text = _fit_text(f"{name}  {human_bytes(node.bytes)}", w - 8) or _fit_text(name, w - 8)
     out.append(f'<g class="block" data-path="{_e(node.path)}" data-bytes="{node.bytes}"><title>{_e(_tip(node, total))}'
