@@ -182,8 +182,12 @@ def _timeline(r: Result) -> str:
 
 
 def _modules_view(r: Result) -> str:
+    """The icicle in a section of its own, beside the timeline: where the peak's bytes live."""
     svg = icicle(r)
-    return f'<p class="muted">{icicle_section_text(r)}</p>{svg}' if svg else ""
+    if not svg:
+        return ""
+    return (f'<section id="module-icicle"><h2>At the steady-state peak, by module</h2>'
+            f'<p class="muted">{icicle_section_text(r)}</p>{svg}</section>')
 
 
 # ---------------------------------------------------------------- the page
@@ -199,17 +203,16 @@ def render_html(result: Result, depth: int = 3) -> str:
     """The whole report as one self-contained HTML document.
 
     The sections of the text report in their order, each with its HTML-only view (option chips
-    under the summary, the stack bar in the breakdown); the peak cards and the timeline follow
-    the summary.
+    under the summary, the stack bar in the breakdown); the peak cards, the timeline and the
+    per-module icicle follow the summary.
     """
     r = result
-    views = {"summary": _options_chips(r.options or {}), "breakdown": _stack(r.steady_state_peak),
-             "modules": _modules_view(r)}
+    views = {"summary": _options_chips(r.options or {}), "breakdown": _stack(r.steady_state_peak)}
     parts = []
     for i, s in enumerate(sections.build(r, depth)):
         parts.append(render_section(s, "h1" if i == 0 else "h2", views.get(s.key, "")))
         if i == 0:
-            parts += [_peaks(r), _timeline(r)]
+            parts += [_peaks(r), _timeline(r), _modules_view(r)]
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>memgraph: {_e(r.model)}</title><style>{CSS}</style></head>"

@@ -178,7 +178,7 @@ def _depth(node: Node) -> int:
 
 
 def icicle_section_text(r: Result) -> str:
-    return ("Bytes alive at the steady-state peak by module: each block is as wide as what its module holds "
+    return ("Bytes alive at the steady-state peak by module, one row per depth of the module path: each block is as wide as what its module holds "
             "(parameters, their gradients and optimizer state, and the activations and temporaries made while it "
             "ran), the rest of its parent is the parent's own; repeated layers are folded into one block "
             "(<code>layers.0-31 x32</code>) holding their sum. Hover a block for its bytes.")

@@ -45,8 +45,8 @@ STEADY_COLOR = "#b71c1c"
 CAPACITY_COLOR = "#c62828"
 RESERVED_COLOR = "#1f2933"
 
-W, H = 1180, 470
-LEFT, RIGHT, TOP, BOTTOM = 76, 180, 78, 404  # plot area: x in [LEFT, W - RIGHT], y in [TOP, BOTTOM]
+W, H = 1180, 458
+LEFT, RIGHT, TOP, BOTTOM = 76, 180, 66, 392  # plot area: x in [LEFT, W - RIGHT], y in [TOP, BOTTOM]
 STRIP = (TOP - 30, TOP - 12)  # the phase strip above the plot (y0, y1)
 
 
