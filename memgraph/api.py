@@ -10,8 +10,8 @@ from dataclasses import asdict, replace
 from memgraph.allocator.replay import DevicePeaks, device_peaks
 from memgraph.allocator.snapshot import memory_snapshot
 from memgraph.analysis.result import Result
-from memgraph.analysis.timeline import add_reserved
 from memgraph.analysis.summarize import summarize
+from memgraph.analysis.timeline import add_reserved
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
 from memgraph.facts.gpus import get_gpu, process_context

@@ -16,8 +16,9 @@ from memgraph.analysis.timeline import add_reserved, bucket_step
 from memgraph.api import analyze_traced
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.render.html import render_html
+from memgraph.render.html_chart import chart_of, downsample
 from memgraph.render.html_labels import Label, overlaps, place
-from memgraph.render.html_timeline import BOTTOM, TOP, W, H, Scale, chart_of, downsample
+from memgraph.render.html_timeline import BOTTOM, TOP, H, Scale, W
 from memgraph.units import GiB, MiB, human_bytes
 
 TINY_LLAMA = "tests/configs/tiny-llama.json"
@@ -120,7 +121,7 @@ def test_a_label_with_no_room_is_left_out():
 
 def test_page_is_self_contained(page):
     """Nothing to fetch: no src or href at all, no stylesheet link, no CSS import or url()."""
-    assert re.findall(r"\b(?:src|href)\s*=", page, re.I) == []
+    assert re.findall(r"\b(?:src|href)\s*=", page, re.IGNORECASE) == []
     assert re.findall(r"https?://", page.replace('xmlns="http://www.w3.org/2000/svg"', "")) == []
     assert "<link" not in page.lower() and "@import" not in page and "url(" not in page
 

@@ -35,7 +35,7 @@ class Node:
     name: str  # the path part ("layers", "0-31")
     path: str  # the full path, folded parts included ("model.layers.0-31")
     own: int = 0  # bytes attributed to this module itself
-    children: dict[str, "Node"] = field(default_factory=dict)
+    children: dict[str, Node] = field(default_factory=dict)
     count: int = 1  # layers folded into this node
     each: tuple[int, int] = (0, 0)  # folded: the smallest and largest layer's bytes
 
@@ -123,8 +123,8 @@ def label_of(node: Node) -> str:
 
 
 def _tip(node: Node, total: int) -> str:
-    parts = [f"{node.path or '(whole step)'}{f' x{node.count}' if node.count > 1 else ''}: "
-             f"{human_bytes(node.bytes)} ({node.bytes:,} B, {share(node.bytes, total)} of the peak)"]
+    name = f"{node.path or '(whole step)'}{f' x{node.count}' if node.count > 1 else ''}"
+    parts = [f"{name}: {human_bytes(node.bytes)} ({node.bytes:,} B, {share(node.bytes, total)} of the peak)"]
     if node.count > 1:
         parts.append(f"{node.count} layers, {human_bytes(node.each[0])} to {human_bytes(node.each[1])} each")
     if node.own and node.children:

@@ -1,25 +1,22 @@
 """The HTML report's memory timeline: one inline SVG of the steady-state iterations.
 
-Allocated bytes stacked by category (each timeline point's ``by_category``), over the op events of
-iterations 2 to N (the whole run if there is only one), downsampled to :data:`PLOT_POINTS` columns
-that keep each column's highest point, so no peak is lost. On it: the GPU's capacity, the reserved
-bytes of the caching-allocator replay, the phases and iteration starts, and the steady-state peak and
-each phase's peak, labelled without overlaps (:mod:`memgraph.render.html_labels`). A few lines of
-inline JavaScript show the split under the pointer; the page needs nothing from outside.
+Allocated bytes stacked by category over the op events of iterations 2 to N, in the columns of
+:mod:`memgraph.render.html_chart`. On it: the GPU's capacity, the reserved bytes of the
+caching-allocator replay, the phases and iteration starts, where the replay runs out of memory, and
+the steady-state peak and each other phase's peak, labelled without overlaps
+(:mod:`memgraph.render.html_labels`). The hover (:mod:`memgraph.render.html_hover`) shows the split
+under the pointer; the page needs nothing from outside.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from html import escape
 
-from memgraph.analysis.result import Result, TimelinePoint
+from memgraph.analysis.result import Result
+from memgraph.render.html_chart import UNATTRIBUTED, Chart, chart_of, x_ticks, y_ticks
+from memgraph.render.html_hover import HOVER_JS, hover_data
 from memgraph.render.html_labels import Label, place, text_width
 from memgraph.units import human_bytes
-
-PLOT_POINTS = 480  # columns of the plot: about 2 px each at 1400 px
-UNATTRIBUTED = "unattributed"  # a point's bytes its by_category does not cover (results without the split)
 
 PHASE_COLORS = {
     "setup": "#9aa5b1",
@@ -54,108 +51,6 @@ def _e(value) -> str:
     return escape(str(value), quote=True)
 
 
-@dataclass
-class Column:
-    """One plotted column: the highest timeline point of its bucket, and the bucket's highest reserved."""
-
-    start: int  # the first event of the column (its left edge)
-    event: int  # the event of its highest point
-    bytes: int
-    iteration: int
-    phase: str
-    by_category: dict[str, int]
-    reserved: int | None
-
-
-@dataclass
-class Chart:
-    """What the SVG draws, in data units; the tests read it too."""
-
-    columns: list[Column]
-    categories: list[str]  # stacked bottom to top
-    first_event: int
-    end_event: int  # one past the last event shown
-    capacity: int | None
-    top: float = 0.0  # bytes at the top of the y axis
-    labels: list[Label] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------- data
-
-
-def steady_points(r: Result) -> list[TimelinePoint]:
-    """The timeline points of iterations 2 to N; all of them if the run has one iteration."""
-    points = sorted(r.timeline, key=lambda p: p.event)
-    starts = r.iteration_starts or []
-    if len(starts) >= 2:
-        steady = [p for p in points if p.event >= starts[1]]
-        if steady:
-            return steady
-    return points
-
-
-def _split(p: TimelinePoint) -> dict[str, int]:
-    split = dict(p.by_category or {})
-    rest = p.bytes - sum(split.values())
-    if rest > 0:
-        split[UNATTRIBUTED] = rest
-    return split
-
-
-def downsample(points: list[TimelinePoint], n: int = PLOT_POINTS) -> list[Column]:
-    """At most ``n`` columns; each keeps its bucket's highest point and highest reserved bytes."""
-    out = []
-    for k in range(min(n, len(points))):
-        bucket = points[k * len(points) // min(n, len(points)):(k + 1) * len(points) // min(n, len(points))]
-        best = max(bucket, key=lambda p: p.bytes)
-        reserved = [p.reserved for p in bucket if p.reserved is not None]
-        out.append(Column(bucket[0].event, best.event, best.bytes, best.iteration, best.phase, _split(best),
-                          max(reserved) if reserved else None))
-    return out
-
-
-def chart_of(r: Result) -> Chart:
-    points = steady_points(r)
-    columns = downsample(points)
-    seen = {c for col in columns for c in col.by_category}
-    categories = [c for c in CATEGORY_COLORS if c in seen] + sorted(seen - set(CATEGORY_COLORS))
-    capacity = r.device["capacity_bytes"] if r.device else None
-    chart = Chart(columns, categories, columns[0].start, max(p.event for p in r.timeline) + 1, capacity)
-    highest = max([c.bytes for c in columns] + [c.reserved or 0 for c in columns] + [1])
-    shown_capacity = capacity if capacity and capacity <= 2 * highest else 0  # a far-off capacity is named, not drawn
-    chart.top = _y_ticks(max(highest, shown_capacity) * 1.18)[-1]  # headroom for the labels above the peaks
-    return chart
-
-
-# ---------------------------------------------------------------- scales and axes
-
-
-def _y_ticks(top: float) -> list[float]:
-    """4-6 gridlines at round values in the binary unit human_bytes would pick for ``top``."""
-    unit = 1.0
-    while top / unit >= 1024 and unit < 1024**4:
-        unit *= 1024
-    v = max(top / unit, 1e-9)
-    decade = 10.0 ** (len(str(int(v))) - 1) / 10 if v >= 1 else 0.1
-    while True:
-        for m in (1, 2, 2.5, 5):
-            step = m * decade
-            if -(-v // step) <= 6:
-                n = int(-(-v // step))
-                return [i * step * unit for i in range(max(n, 1) + 1)]
-        decade *= 10
-
-
-def _x_ticks(first: int, last: int) -> list[int]:
-    span = max(last - first, 1)
-    decade = 10 ** (len(str(span)) - 1)
-    for m in (0.1, 0.2, 0.25, 0.5, 1, 2, 5):
-        step = max(1, int(m * decade))
-        if span // step <= 8:
-            return [t for t in range(-(-first // step) * step, last + 1, step)]
-    return [first, last]
-
-
 def _axis_label(n: float) -> str:
     return human_bytes(n).replace(".00 ", " ")
 
@@ -176,12 +71,12 @@ class Scale:
 
 def _grid(sc: Scale, chart: Chart) -> str:
     out = []
-    for t in _y_ticks(chart.top):
+    for t in y_ticks(chart.top):
         y = sc.y(t)
         out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y}" y2="{y}" stroke="#e4e9f0"/>'
                    f'<text x="{LEFT - 8}" y="{y + 4}" text-anchor="end" font-size="12" fill="#52606d">'
                    f"{_e(_axis_label(t))}</text>")
-    for ev in _x_ticks(chart.first_event, chart.end_event - 1):
+    for ev in x_ticks(chart.first_event, chart.end_event - 1):
         x = sc.x(ev)
         out.append(f'<line x1="{x}" x2="{x}" y1="{BOTTOM}" y2="{BOTTOM + 5}" stroke="#52606d"/>'
                    f'<text x="{x}" y="{BOTTOM + 19}" text-anchor="middle" font-size="12" fill="#52606d">{ev:,}</text>')
@@ -335,8 +230,7 @@ def _peak_labels(sc: Scale, r: Result, chart: Chart, taken: list) -> tuple[str, 
                        f'fill="{color}" stroke="#fff" stroke-width="1.5" data-bytes="{p.bytes}"><title>{_e(tip)}'
                        "</title></circle>")
     dots = [(lb.x - 5, lb.y - 5, lb.x + 5, lb.y + 5) for lb in labels]
-    placed = place(labels, (LEFT + 2, TOP - 2 + 0, W - RIGHT - 2, BOTTOM - 2), taken=dots + _line_boxes(sc, chart) + taken)
-    chart.labels = placed
+    placed = place(labels, (LEFT + 2, TOP - 2, W - RIGHT - 2, BOTTOM - 2), taken=dots + _line_boxes(sc, chart) + taken)
     return "".join(markers) + "".join(_label_svg(lb) for lb in placed), placed
 
 
@@ -367,43 +261,10 @@ def _oom(sc: Scale, r: Result, chart: Chart) -> tuple[str, list]:
     width = text_width(text, 12)
     x0 = x - 4 - width if x - 4 - width >= LEFT else x + 4
     box = (x0, BOTTOM - 20, x0 + width, BOTTOM - 6)
-    return (f'<line class="oom" x1="{x}" x2="{x}" y1="{TOP}" y2="{BOTTOM}" stroke="{CAPACITY_COLOR}" stroke-width="2"/>'
-            f'<text x="{x0:.1f}" y="{BOTTOM - 8}" font-size="12" font-weight="700" fill="{CAPACITY_COLOR}" '
-            f'stroke="#fff" stroke-width="3.5" paint-order="stroke">{_e(text)}</text>', [box, (x - 1, TOP, x + 1, BOTTOM)])
-
-
-def _hover_data(sc: Scale, chart: Chart) -> str:
-    """The columns as JSON for the hover script (``<`` escaped, so no text can close the script element)."""
-    data = {
-        "left": LEFT, "right": W - RIGHT, "top": TOP, "bottom": BOTTOM, "w": W,
-        "xs": [sc.x(c.start) for c in chart.columns] + [sc.x(chart.end_event)],
-        "cats": chart.categories, "colors": [CATEGORY_COLORS.get(c, OTHER_COLOR) for c in chart.categories],
-        "cols": [[c.event, c.iteration, c.phase, c.bytes, c.reserved, [c.by_category.get(k, 0) for k in chart.categories]]
-                 for c in chart.columns],
-    }
-    return json.dumps(data, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-HOVER_JS = """(function(){
-var fig=document.getElementById('timeline');if(!fig)return;
-var d=JSON.parse(document.getElementById('timeline-data').textContent);
-var svg=fig.querySelector('svg'),tip=fig.querySelector('.tip'),cur=svg.querySelector('.cursor');
-function fmt(n){var u=['B','KiB','MiB','GiB','TiB'],i=0;while(Math.abs(n)>=1024&&i<4){n/=1024;i++;}return i?n.toFixed(2)+' '+u[i]:n+' B';}
-function row(t,color,v){var r=document.createElement('div');if(color){var s=document.createElement('i');s.className='swatch';s.style.background=color;r.appendChild(s);}r.appendChild(document.createTextNode(t+(v===undefined?'':': '+fmt(v))));tip.appendChild(r);}
-function hide(){tip.style.display='none';cur.setAttribute('visibility','hidden');}
-svg.addEventListener('mouseleave',hide);
-svg.addEventListener('mousemove',function(e){
-var b=svg.getBoundingClientRect(),x=(e.clientX-b.left)*d.w/b.width;
-if(x<d.left||x>d.right){hide();return;}
-var lo=0,hi=d.cols.length-1;while(lo<hi){var m=(lo+hi+1)>>1;if(d.xs[m]<=x)lo=m;else hi=m-1;}
-var c=d.cols[lo];tip.textContent='';
-var h=document.createElement('b');h.textContent='event '+c[0].toLocaleString()+', iteration '+c[1]+', '+c[2];tip.appendChild(h);
-row('allocated',null,c[3]);if(c[4]!==null)row('reserved',null,c[4]);
-for(var k=d.cats.length-1;k>=0;k--)if(c[5][k])row(d.cats[k],d.colors[k],c[5][k]);
-cur.setAttribute('x1',d.xs[lo]);cur.setAttribute('x2',d.xs[lo]);cur.setAttribute('visibility','visible');
-tip.style.display='block';var px=(d.xs[lo]/d.w)*b.width;
-tip.style.left=(px>b.width*0.6?px-tip.offsetWidth-12:px+12)+'px';tip.style.top=(e.clientY-b.top+8)+'px';});
-})();"""
+    svg = (f'<line class="oom" x1="{x}" x2="{x}" y1="{TOP}" y2="{BOTTOM}" stroke="{CAPACITY_COLOR}" stroke-width="2"/>'
+           f'<text x="{x0:.1f}" y="{BOTTOM - 8}" font-size="12" font-weight="700" fill="{CAPACITY_COLOR}" '
+           f'stroke="#fff" stroke-width="3.5" paint-order="stroke">{_e(text)}</text>')
+    return svg, [box, (x - 1, TOP, x + 1, BOTTOM)]
 
 
 def timeline_svg(r: Result) -> tuple[str, Chart]:
@@ -463,5 +324,11 @@ def timeline_figure(r: Result) -> str:
     sc = Scale(chart)
     return (f'<p class="muted">{_e(caption(r, chart))}</p>'
             f'<figure id="timeline" class="chart">{svg}<div class="tip" role="status"></div></figure>{legend(chart)}'
-            f'<script type="application/json" id="timeline-data">{_hover_data(sc, chart)}</script>'
+            f'<script type="application/json" id="timeline-data">{_hover(sc, chart)}</script>'
             f"<script>{HOVER_JS}</script>")
+
+
+def _hover(sc: Scale, chart: Chart) -> str:
+    xs = [sc.x(c.start) for c in chart.columns] + [sc.x(chart.end_event)]
+    colors = [CATEGORY_COLORS.get(c, OTHER_COLOR) for c in chart.categories]
+    return hover_data(chart, xs, colors, {"left": LEFT, "right": W - RIGHT, "top": TOP, "bottom": BOTTOM, "w": W})
