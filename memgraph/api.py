@@ -11,6 +11,7 @@ from memgraph.allocator.replay import DevicePeaks, device_peaks
 from memgraph.allocator.snapshot import memory_snapshot
 from memgraph.analysis.result import Result
 from memgraph.analysis.summarize import summarize
+from memgraph.analysis.timeline import add_reserved
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
 from memgraph.facts.gpus import get_gpu, process_context
@@ -71,7 +72,8 @@ def add_device_peaks(result: Result, trace: Trace, opts: TrainingOptions) -> Non
                           steady_allocated=result.steady_state_peak.bytes, unknowns=trace.unknowns,
                           cuda_version=opts.cuda_version, module_loading=opts.module_loading,
                           context_bytes=opts.context_bytes)
-    _scheduler_fields(result, device)
+    add_reserved(result.timeline, device.reserved_after, len(trace.log.events))
+    _scheduler_fields(result, replace(device, reserved_after=[]))
 
 
 def check_snapshot_target(opts: TrainingOptions) -> None:
@@ -94,6 +96,7 @@ def _scheduler_fields(result: Result, device: DevicePeaks) -> None:
     """The device peaks, and the top-level fields a scheduler reads (README: JSON report schema)."""
     result.device = asdict(device)
     result.unknowns = result.device.pop("unknowns")  # once, at the top level
+    del result.device["reserved_after"]  # per event: the timeline's points carry it (add_reserved)
     result.required_bytes = device.steady_state_device_total
     result.required_bytes_upper = device.steady_state_device_total_upper
     result.fits, result.fits_with_margin = device.fits, device.fits_with_margin

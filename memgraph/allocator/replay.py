@@ -66,6 +66,9 @@ class DevicePeaks:
     oom_allocated_bytes: int = 0  # allocated (live blocks) when it asked
     oom_reserved_bytes: int = 0  # reserved (segments) when it asked, after releasing cached blocks
     allocator_budget_bytes: int = 0  # what the caching allocator may reserve: capacity - expected context
+    # reserved bytes after every event of the replay the peaks come from (uncapped if the capped one ran out):
+    # the HTML timeline's reserved line (analysis/timeline.py add_reserved); not part of the JSON device record
+    reserved_after: list[int] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -216,7 +219,7 @@ def device_peaks(log: EventLog, bounds: list[tuple[int, int]], gpu_key: str, all
         steady_state_device_total_upper=total_upper, fits_with_margin=fits and total_upper <= gpu.capacity_bytes,
         context_estimated=context_bytes is None, context_assumption=assumption, cuda_version=estimate.cuda_major,
         module_loading=estimate.module_loading, unknowns=unknown_rows(all_unknowns),
-        allocator_budget_bytes=budget, **oom,
+        allocator_budget_bytes=budget, **oom, reserved_after=run.reserved_after,
     )
 
 

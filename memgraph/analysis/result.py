@@ -96,6 +96,8 @@ class TimelinePoint:
     bytes: int
     iteration: int
     phase: str
+    by_category: dict[str, int] = field(default_factory=dict)  # ``bytes`` split by category (the non-zero ones)
+    reserved: int | None = None  # cuda target: the allocator replay's reserved bytes, the maximum over the bucket
 
 
 @dataclass

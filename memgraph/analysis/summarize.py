@@ -55,7 +55,7 @@ def summarize(trace: Trace, model_name: str, options: dict, target: str) -> Resu
                 "gradients": total.gradient_bytes, "optimizer_state": total.optimizer_state_bytes},
         first_iteration_peak=first, steady_state_peak=steady,
         modules=module_rows(totals_by(lambda module: module)),
-        timeline=timeline(where, live),
+        timeline=timeline(where, live, log, sizes),
         iteration_starts=[lo for lo, _ in bounds],
         ops={"count": len(log.ops), "unknown": dict(unknown_ops(o.op for o in log.ops))},
         trace_seconds=round(trace.seconds, 3), analysis_seconds=round(time.perf_counter() - start, 3),
