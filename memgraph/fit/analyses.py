@@ -43,7 +43,7 @@ class Analyses:
         """The analysis of ``opts`` (raises the analysis' MemgraphError, also when memoised)."""
         known = self._outcomes.get(opts)
         if known is None:
-            known = self._outcomes[opts] = self._analyse(opts, label)
+            known = self._outcomes[opts] = self._analyse(opts, label, cost, changes)
         if isinstance(known, MemgraphError):
             raise known
         if known.label == label and known.changes == tuple(changes):
@@ -51,7 +51,7 @@ class Analyses:
         return replace(known, label=label, cost=cost, changes=tuple(changes), seconds=0.0,
                        how=f"the analysis of {known.label}")
 
-    def _analyse(self, opts: TrainingOptions, label: str) -> Outcome | MemgraphError:
+    def _analyse(self, opts: TrainingOptions, label: str, cost: str, changes) -> Outcome | MemgraphError:
         start = time.perf_counter()
         key = trace_key(opts)
         try:
@@ -65,7 +65,7 @@ class Analyses:
             return e
         seconds = time.perf_counter() - start
         self.timings.append((label, how, seconds))
-        return outcome_of(label, opts, result, seconds, how=how)
+        return outcome_of(label, opts, result, seconds, cost, changes, how)
 
     def trace(self, opts: TrainingOptions) -> Trace:
         """The real trace of ``opts`` (traced, and analysed, when first asked)."""

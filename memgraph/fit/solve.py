@@ -55,7 +55,7 @@ def solve_largest_batch(curve: BatchCurve, start: int, fits_start: bool, limit: 
                           "affine in the batch)" if hi > lo else "real traces at every probe"))
 
     def fits(b: int) -> bool:
-        if fit is not None and b >= lo and fit.exact_at(b):
+        if fit is not None and b > lo and b != hi and fit.exact_at(b):  # the anchors are real traces already
             answer.interpolated.append(b)
             return curve.fits_interpolated(fit, b)
         return curve.fits_real(b)
