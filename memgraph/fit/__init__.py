@@ -104,8 +104,8 @@ def _solve_batch(analyses: Analyses, opts: TrainingOptions, yours: Outcome, repo
     if answer.largest and answer.largest < MAX_BATCH:  # the confirming traces (memoised: already analysed)
         for b in (answer.largest, answer.largest + 1):
             report.confirmations.append(analyses.outcome(replace(opts, batch_size=b), f"batch {b} (traced)"))
-        progress.done(f"largest batch {answer.largest}: "
-                      + ", ".join(f"{o.label} {summary(o)}" for o in report.confirmations))
+        progress.done(f"largest batch {answer.largest}: " + ", ".join(
+            f"{o.label} {'fits' if o.fits_with_margin else 'does not fit'}" for o in report.confirmations))
 
 
 # -- the longest sequence --------------------------------------------------------------------------

@@ -4,8 +4,9 @@ best combination of them.
 Each change names the TrainingOptions fields it sets, what it costs in plain words, and a **tier**, the kind
 of price it asks: 0 nothing (the same computation), 1 compute or time, 2 numerical precision, 3 another
 fine-tuning method, 4 more GPUs. The best combination takes the changes cheapest tier first and, within a
-tier, the one that saves most first, keeps each only if the re-analysed step needs less, and stops as soon
-as the step fits with the margin: a plan that asks for no more than it needs to.
+tier, the one that saves most on its own first, keeps each only if the re-analysed step needs less than
+without it (so a change that saves nothing alone can still be taken once others have moved the peak), and
+stops as soon as the step fits with the margin: a plan that asks for no more than it needs to.
 """
 
 from __future__ import annotations
@@ -140,7 +141,9 @@ def best_combination(analyses: Analyses, yours: Outcome, changes: list[Outcome],
     """The changes combined (see the module docstring): the combined outcome (None if no change helps) and
     one line per change considered."""
     tier = {c.name: c.tier for c in CANDIDATES}
-    savers = [o for o in changes if o.how != "failed" and o.device_total < yours.device_total]
+    # every change analysed, not only those that save on their own: optimizer-in-backward saves nothing while
+    # activations make the peak, and the gradients it frees once checkpointing has removed them
+    savers = [o for o in changes if o.how != "failed"]
     savers.sort(key=lambda o: (tier.get(o.label, HARDWARE), o.device_total))
     current, applied, steps = yours, [], []
     for o in savers:

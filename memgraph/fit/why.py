@@ -69,7 +69,7 @@ def _describe(key: tuple, n: int, vocab_size: int | None) -> str:
     kind = KIND.get(category, category.value)
     dims = "x".join(map(str, shape))
     if vocab_size and shape and shape[-1] == vocab_size:
-        what = f"the {dtype} logits over the {vocab_size:,}-token vocabulary [{dims}]"
+        what = f"the {dtype} logits over the {vocab_size:,}-token vocabulary [{dims}] ({_op_words(op)})"
     elif op in ("aten._softmax", "aten._safe_softmax") and len(shape) == 4 and shape[-1] == shape[-2]:
         what = f"the attention probabilities (softmax of the [batch, heads, seq, seq] scores), {dtype} [{dims}]"
     else:
