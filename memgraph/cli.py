@@ -237,19 +237,13 @@ def _analyze(a) -> dict[str | None, str | bytes]:
 
 
 def _fit(a) -> str:
-    from memgraph.fit import fit, render_fit
+    from memgraph.fit import FitProgress, fit, render_fit
 
     with progress_line():
-        report = fit(a.model, training_options(a), a.solve, progress=_fit_progress)
+        report = fit(a.model, training_options(a), a.solve, progress=FitProgress())
     if not report.yours.fits_with_margin:
         a.exit_code = FIT_EXIT_DOES_NOT_FIT
     return render_fit(report, a.format)
-
-
-def _fit_progress(text: str) -> None:
-    from memgraph.trace import progress
-
-    progress.stage(f"fit: {text}")
 
 
 def _analyze_sweep(a) -> dict[str | None, str]:

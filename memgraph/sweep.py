@@ -31,7 +31,7 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from memgraph.api import result_of_trace
 from memgraph.model_spec.input_warnings import input_warnings
@@ -40,6 +40,7 @@ from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec, resolve
 from memgraph.trace.event_log import EventLog, StorageRecord
 from memgraph.errors import MemgraphError
+from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.trace.tracer import Trace, trace_training
 from memgraph.units import human_bytes
 
@@ -148,7 +149,13 @@ def _same_stream(a: Trace, b: Trace) -> bool:
             and a.iteration_bounds == b.iteration_bounds and a.trainable_sids == b.trainable_sids
             and a.parameter_count == b.parameter_count and a.optimizer_impl == b.optimizer_impl
             and a.modalities == b.modalities and len(la.storages) == len(lb.storages)
+            and [_unknown_key(u) for u in a.unknowns] == [_unknown_key(u) for u in b.unknowns]
             and all(_stream_key(x) == _stream_key(y) for x, y in zip(la.storages, lb.storages)))
+
+
+def _unknown_key(u: BoundedUnknown) -> tuple:
+    """A bounded unknown without its bytes (which grow with the batch, e.g. the efficient-attention workspace)."""
+    return (u.name, u.source, u.counter)
 
 
 @dataclass
@@ -161,6 +168,8 @@ class AffineFit:
     hi_trace: Trace
     # per storage: (bytes at lo, bytes slope numerator, shape at lo, shape slope numerators); slope = num / (hi - lo)
     terms: list[tuple[int, int, tuple[int, ...], tuple[int, ...]]]
+    # per bounded unknown of the trace: (expected at lo, its slope numerator, upper at lo, its slope numerator)
+    unknown_terms: list[tuple[int, int, int, int]] = field(default_factory=list)
 
     @property
     def source(self) -> str:
@@ -177,13 +186,16 @@ class AffineFit:
             if sum(d != 0 for d in dims) > 1:  # two dims grow: the bytes are not affine in the batch
                 return None
             terms.append((x.nbytes, y.nbytes - x.nbytes, x.shape, dims))
-        fit = cls(lo, hi, a, b, terms)
+        unknowns = [(x.expected_bytes, y.expected_bytes - x.expected_bytes, x.upper_bytes, y.upper_bytes - x.upper_bytes)
+                    for x, y in zip(a.unknowns, b.unknowns)]
+        fit = cls(lo, hi, a, b, terms, unknowns)
         return fit if all(fit.exact_at(size) for size in sizes) else None
 
     def exact_at(self, batch: int) -> bool:
         """Whether every storage's bytes and shape land on integers at ``batch`` (the fit is exact there)."""
         step, span = batch - self.lo, self.hi - self.lo
-        return all(_integral(t, step, span) for t in self.terms)
+        return (all(_integral(t, step, span) for t in self.terms)
+                and all((e * step) % span == 0 and (u * step) % span == 0 for _, e, _, u in self.unknown_terms))
 
     def sizes_at(self, batch: int) -> list[tuple[int, tuple[int, ...]]]:
         """(bytes, shape) of every storage at ``batch``."""
@@ -204,7 +216,10 @@ class AffineFit:
         notes = [n if n in other.notes else f"(at batch {nearer}) {n}" for n in base.notes]
         notes.append(f"sweep: batch {batch} {self.source} (memgraph/sweep.py): every storage's size is affine in "
                      "the batch size and the two traces record the same stream")
-        return replace(base, log=log, batch=[s.describe() for s in batch_spec.inputs], notes=notes,
+        step, span = batch - self.lo, self.hi - self.lo
+        unknowns = [replace(u, expected_bytes=e0 + e * step // span, upper_bytes=u0 + du * step // span)
+                    for u, (e0, e, u0, du) in zip(self.lo_trace.unknowns, self.unknown_terms)]
+        return replace(base, log=log, batch=[s.describe() for s in batch_spec.inputs], notes=notes, unknowns=unknowns,
                        seconds=time.perf_counter() - start)
 
 

@@ -58,15 +58,20 @@ def test_whole_fit_on_a_small_gpu():
 @pytest.mark.slow  # one analysis per candidate change, then three again through the API
 def test_each_advice_entry_equals_an_analyze_with_that_change():
     from memgraph.api import analyze
-    from memgraph.fit import FitReport, _analyze, _try_changes
+    from memgraph.fit.analyses import Analyses
+    from memgraph.fit.candidates import try_changes
+    from memgraph.fit.progress import QUIET
     from memgraph.model_spec.defaults import resolve_defaults
     from memgraph.model_spec.sources import resolve
 
-    opts = resolve_defaults(resolve(TINY), TrainingOptions(seq_len=32, gpu="t4")).options
-    yours, _ = _analyze(TINY, opts, "your settings")
-    report = FitReport(TINY, "", yours.capacity, yours, "batch-size", None, "")
-    _try_changes(TINY, opts, yours, report, lambda text: None)
-    assert len(report.changes) >= 6
-    for entry in report.changes[:3]:
+    spec = resolve(TINY)
+    opts = resolve_defaults(spec, TrainingOptions(seq_len=32, gpu="t4")).options
+    analyses = Analyses(spec)
+    yours = analyses.outcome(opts, "your settings")
+    changes = try_changes(analyses, opts, yours, QUIET)
+    assert len(changes) >= 6
+    replayed = [o for o in changes if o.how.startswith("replayed")]
+    assert [o.label for o in replayed] == ["expandable segments"]  # the allocator-only change reuses the trace
+    for entry in changes[:3] + replayed:
         direct = analyze(TINY, entry.options)
         assert (entry.device_total, entry.device_total_upper) == (direct.required_bytes, direct.required_bytes_upper)

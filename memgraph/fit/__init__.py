@@ -1,0 +1,132 @@
+"""``memgraph fit``: does the step fit on the GPU, the largest batch that does, and what to change if not.
+
+Every number here is a prediction of memgraph's own analysis, never a rule of thumb:
+
+* **Your settings**: one analysis of the step as given; the device total (what nvidia-smi would show) is
+  compared with the GPU's capacity, at the expected value and at the upper end of the bounded unknowns;
+  **why** it needs that much: the peak's phase, module and op, and its largest consumers (fit/why.py).
+* **The largest batch** (``--solve batch-size``, the default; fit/solve.py): anchored on two real traces
+  (your batch, whose trace is already there, and twice it); where :class:`memgraph.sweep.AffineFit` finds
+  every storage affine in the batch, the other probes are interpolated logs (an analysis, not a trace),
+  otherwise every probe is a real trace; doubling, then bisection; then **confirmed by real traces** at the
+  answer and one above (a disagreement sends the search on with real traces).
+* **The longest sequence** (``--solve seq-len``): sizes are not affine in the sequence (attention is
+  quadratic in eager mode), so it is bisected with real traces, over multiples of ``SEQ_STEP`` tokens.
+* **Changes** (fit/candidates.py): each candidate change is applied to your settings alone and analysed
+  for real; the table shows its device total, whether it fits, what it saves, and what it costs; then the
+  best combination, cheapest kind of change first, each step re-analysed, until the step fits.
+
+Analyses are memoised by options and a change the trace does not read (the allocator's configuration) is
+only replayed on the trace it shares (fit/analyses.py), so a fit costs a trace per distinct step.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from memgraph.errors import MemgraphError
+from memgraph.fit.analyses import Analyses, trace_key
+from memgraph.fit.candidates import CANDIDATES, Candidate, best_combination, summary, try_changes
+from memgraph.fit.outcome import FitReport, Outcome
+from memgraph.fit.progress import QUIET, FitProgress
+from memgraph.fit.render import changed_flags, render_fit
+from memgraph.fit.solve import MAX_BATCH, BatchAnswer, largest_fitting, solve_largest_batch
+from memgraph.fit.why import removal_line, why_lines
+from memgraph.model_spec.defaults import resolve_defaults
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import resolve
+from memgraph.sweep import AffineFit, paused_gc
+
+SEQ_STEP = 256  # --solve seq-len answers in multiples of this many tokens (flash/efficient kernels tile by 128)
+
+
+def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: FitProgress | None = None) -> FitReport:
+    """The whole ``memgraph fit`` answer (see the module docstring)."""
+    if opts.target != "cuda":
+        raise MemgraphError(f"memgraph fit answers for a GPU: drop --target {opts.target}")
+    if solve not in ("batch-size", "seq-len"):
+        raise MemgraphError(f"--solve {solve!r}: pass batch-size or seq-len")
+    progress = progress or QUIET
+    start = time.perf_counter()
+    spec = resolve(model)
+    # Every 'auto' resolved first (attention, loop, optimizer implementation), so a change is compared with
+    # what your settings really run, and the flags of the best combination are explicit.
+    opts = resolve_defaults(spec, opts).options
+    analyses = Analyses(spec)
+    with paused_gc():  # memgraph/sweep.py says why
+        progress.stage("your settings")
+        yours = analyses.outcome(opts, "your settings")
+        progress.done(f"your settings: {summary(yours)}")
+        report = FitReport(model, yours.result.device["gpu_name"], yours.capacity, yours, solve, None, "")
+        report.why = why_lines(yours, analyses.traces[trace_key(opts)], getattr(spec.config, "vocab_size", None))
+        if solve == "batch-size":
+            _solve_batch(analyses, opts, yours, report, progress)
+        else:
+            _solve_seq(analyses, opts, yours, report, progress)
+        report.changes = try_changes(analyses, opts, yours, progress)
+        report.why += removal_line(yours, next((o for o in report.changes if o.how != "failed"), None))
+        if not yours.fits_with_margin:
+            report.best, report.best_steps = best_combination(analyses, yours, report.changes, progress)
+    report.timings = analyses.timings
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+# -- the largest batch -----------------------------------------------------------------------------
+
+class _StepCurve:
+    """The step's peak as a function of the batch, for fit/solve.py: real traces through the memoised analyses."""
+
+    def __init__(self, analyses: Analyses, opts: TrainingOptions):
+        self.analyses, self.opts = analyses, opts
+
+    def _at(self, b: int) -> TrainingOptions:
+        return replace(self.opts, batch_size=b)
+
+    def real(self, b: int):
+        return self.analyses.trace(self._at(b))
+
+    def fits_real(self, b: int) -> bool:
+        return self.analyses.outcome(self._at(b), f"batch {b}").fits_with_margin
+
+    def fits_interpolated(self, fit: AffineFit, b: int) -> bool:
+        opts = self._at(b)
+        trace = fit.trace_at(b, self.analyses.spec, opts)
+        return self.analyses.interpolated(opts, trace, f"batch {b}").fits_with_margin
+
+
+def _solve_batch(analyses: Analyses, opts: TrainingOptions, yours: Outcome, report: FitReport,
+                 progress: FitProgress) -> None:
+    answer = solve_largest_batch(_StepCurve(analyses, opts), opts.batch_size, yours.fits_with_margin, MAX_BATCH,
+                                 progress.stage)
+    report.largest, report.largest_source = answer.largest or None, answer.source
+    if answer.largest and answer.largest < MAX_BATCH:  # the confirming traces (memoised: already analysed)
+        for b in (answer.largest, answer.largest + 1):
+            report.confirmations.append(analyses.outcome(replace(opts, batch_size=b), f"batch {b} (traced)"))
+        progress.done(f"largest batch {answer.largest}: " + ", ".join(
+            f"{o.label} {'fits' if o.fits_with_margin else 'does not fit'}" for o in report.confirmations))
+
+
+# -- the longest sequence --------------------------------------------------------------------------
+
+def _solve_seq(analyses: Analyses, opts: TrainingOptions, yours: Outcome, report: FitReport,
+               progress: FitProgress) -> None:
+    if opts.seq_len is None:
+        raise MemgraphError("--solve seq-len starts from a sequence length: pass --seq-len")
+    report.largest_source = f"bisected with real traces over multiples of {SEQ_STEP} tokens"
+
+    def fits(s: int) -> bool:
+        progress.stage(f"sequence {s}")
+        try:
+            return analyses.outcome(replace(opts, seq_len=s), f"seq {s}").fits_with_margin
+        except MemgraphError:  # past the model's positions: the answer is below
+            return False
+
+    steps = largest_fitting(lambda k: fits(k * SEQ_STEP), max(1, opts.seq_len // SEQ_STEP),
+                            yours.fits_with_margin and opts.seq_len % SEQ_STEP == 0, (1 << 21) // SEQ_STEP)
+    report.largest = steps * SEQ_STEP or None
+
+
+__all__ = ["CANDIDATES", "BatchAnswer", "Candidate", "FitProgress", "FitReport", "Outcome", "changed_flags", "fit",
+           "largest_fitting", "render_fit", "solve_largest_batch"]

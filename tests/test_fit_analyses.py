@@ -1,0 +1,67 @@
+"""memgraph fit's analyses: memoised by options, allocator-only changes replayed on the shared trace, the
+per-candidate progress lines, and the peak's consumers in plain words (tiny-llama, seconds each)."""
+
+import io
+from dataclasses import replace
+from pathlib import Path
+
+from memgraph.api import analyze
+from memgraph.fit.analyses import Analyses
+from memgraph.fit.progress import FitProgress
+from memgraph.fit.why import consumers
+from memgraph.model_spec.defaults import resolve_defaults
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import resolve
+
+TINY = str(Path(__file__).parent / "configs" / "tiny-llama.json")
+
+
+def _setup(**kw):
+    spec = resolve(TINY)
+    return spec, resolve_defaults(spec, TrainingOptions(seq_len=32, gpu="t4", **kw)).options
+
+
+def test_allocator_change_is_replayed_on_the_same_trace_and_equals_analyze():
+    spec, opts = _setup()
+    analyses = Analyses(spec)
+    analyses.outcome(opts, "yours")
+    changed = replace(opts, allocator_conf="expandable_segments:True")
+    o = analyses.outcome(changed, "expandable")
+    assert [how for _, how, _ in analyses.timings] == ["traced", "replayed on a trace it shares"]
+    assert len(analyses.traces) == 1
+    direct = analyze(TINY, changed)  # a fresh trace and analysis, as `memgraph analyze` runs it
+    assert (o.device_total, o.device_total_upper) == (direct.required_bytes, direct.required_bytes_upper)
+    assert o.allocated == direct.steady_state_peak.bytes
+
+
+def test_a_setting_is_analysed_once():
+    spec, opts = _setup()
+    analyses = Analyses(spec)
+    first = analyses.outcome(opts, "yours")
+    again = analyses.outcome(replace(opts), "batch 1", changes=(("batch_size", 1),))
+    assert len(analyses.timings) == 1
+    assert again.device_total == first.device_total and again.how == "the analysis of yours"
+    assert again.label == "batch 1" and again.seconds == 0.0
+
+
+def test_progress_lines_only_on_a_terminal():
+    shown, piped = io.StringIO(), io.StringIO()
+    FitProgress(shown, enabled=True).done("[1/2] gradient checkpointing: 1.00 GiB, fits")
+    FitProgress(piped).done("[1/2] gradient checkpointing: 1.00 GiB, fits")  # StringIO is no terminal
+    assert shown.getvalue() == "\r\x1b[Kmemgraph fit: [1/2] gradient checkpointing: 1.00 GiB, fits\n"
+    assert piped.getvalue() == ""
+
+
+def test_consumers_group_the_layers_attention_probabilities():
+    spec, opts = _setup(attn_implementation="eager")
+    analyses = Analyses(spec)
+    yours = analyses.outcome(opts, "yours")
+    trace = next(iter(analyses.traces.values()))
+    # the event at which iteration 2's backward starts: every saved activation is alive then
+    backward = next(e for e, it, phase in trace.log.phase_marks if (it, phase) == (2, "backward"))
+    rows = dict(consumers(trace, backward, 1000))
+    # eager attention saves its softmax per layer: float32 [batch 1, 4 heads, 32, 32] = 16 KiB, which the
+    # caching allocator rounds up to its 512 B multiple (still 16,384 B); 2 layers: one line of 32 KiB
+    probs = [(what, b) for what, b in rows.items() if what.startswith("the attention probabilities")]
+    assert probs == [("the attention probabilities (softmax of the [batch, heads, seq, seq] scores), float32 "
+                      "[1x4x32x32] in model.layers.*.self_attn, saved for backward, 2 of them", 2 * 4 * 32 * 32 * 4)]
