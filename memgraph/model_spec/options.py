@@ -57,6 +57,8 @@ LOSSES = ("auto", "sum", "cross-entropy")
 STAGES = ("1", "2", "full")
 # Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
 STRATEGIES = ("ddp", "fsdp", "zero1")
+# --depth-synthesis (memgraph/trace/depth_run.py): auto = trace a few layers and synthesize the rest, verified
+DEPTH_SYNTHESIS = ("auto", "off")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself
 _PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
@@ -370,6 +372,13 @@ class TrainingOptions:
         False, "--gradient-as-bucket-view",
         "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets",
         analyze_only=True)
+    # -- tracing speed (memgraph/trace/depth_run.py) --
+    depth_synthesis: str = option(
+        "auto", "--depth-synthesis",
+        "`auto`: a model with more than 5 repeated layers is traced at 4 and 5 layers (and 3 when its notes count "
+        "calls) and the full depth is synthesized by repeating one layer, after checking that this reproduces the "
+        "5-layer trace exactly (any difference: the full trace, with a note); `off`: always trace every layer",
+        choices=DEPTH_SYNTHESIS, analyze_only=True)
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
