@@ -16,11 +16,12 @@ before it is trusted (:mod:`memgraph.trace.depth_run`); any difference is a fall
   state re-attributed to their parameter's module, activations made inside a layer); otherwise the layer
   of the op that made it; for the outputs of an op over all layers (``_foreach_sqrt(exp_avg_sqs)``) the
   layer of the input at the same list position;
-* an op: the layer in its module path, else the one layer all the storages it touches belong to
-  (the optimizer's per-parameter ops), else none (a foreach op over every layer, the loss);
+* an op: the layer in its module path; an op outside every module (the optimizer's), the one layer all
+  the storages it touches belong to (a per-parameter op), else none (a foreach op over every layer, the loss);
 * an alloc event: its storage's layer; a free event: the layer of the op that ran last (the free
   happened in that op's code), or, after an op of no layer, the freed storage's layer (``zero_grad``
-  dropping each ``.grad``).
+  dropping each ``.grad``); an op outside every module that touches no storage (``torch.tensor(0.)``, a
+  parameter's ``step`` in the optimizer) goes with the item after it.
 
 **Copies.** Each maximal run of layer-``m`` items in program order is emitted once per copy, in
 ascending layer order where its neighbours are layer ``m-1`` before / ``m+1`` after (forward, optimizer)
@@ -86,13 +87,15 @@ class _Layers:
 class _Synthesis:
     """One synthesis: the depth-``b`` log, the layer ``m`` to repeat, ``k`` extra copies of it."""
 
-    def __init__(self, log: EventLog, layers: _Layers, depth: int, target: int):
+    def __init__(self, log: EventLog, layers: _Layers, depth: int, target: int, trainable: set[int]):
         self.log, self.layers, self.b = log, layers, depth
         self.m = depth // 2  # an interior layer: its neighbours m-1 and m+1 are layers like it
         self.k = target - depth
         self.pattern = layers.pattern
         self._label_storages_and_ops()
         self._index_analogs()
+        self.params = len(trainable)  # the optimizer's parameters, and how many more each copy adds
+        self.params_per_layer = sum(1 for sid in trainable if self.slab[sid] == self.m)
 
     # -- labels ----------------------------------------------------------------------------------------
     def _label_storages_and_ops(self) -> None:
@@ -106,7 +109,7 @@ class _Synthesis:
         self.olab = []
         for op in log.ops:
             label = of(op.module)
-            if label is None:
+            if label is None and not op.module:  # an op outside every module (the optimizer's)
                 seen = {own[sid] for sid in op.inputs + op.outputs} - {None}
                 label = seen.pop() if len(seen) == 1 else None
             self.olab.append(label)
@@ -272,7 +275,45 @@ class _Synthesis:
                 what, sid = events[i]
                 label = self.slab[sid] if what == ALLOC or last_op is None else last_op
             labels.append(label)
+        for start, end in self._per_parameter_runs(items):
+            labels[start:end] = ["n"] * (end - start)
+        following = None  # an op outside every module that touches no storage (the optimizer's torch.tensor(0.)
+        for i in range(len(items) - 1, -1, -1):  # for a parameter's step) belongs with what comes next
+            kind, index = items[i]
+            if kind in ("p", "q"):
+                following = None
+            elif kind == "o" and labels[i] is None and not self.log.ops[index].module \
+                    and not self.log.ops[index].inputs and not self.log.ops[index].outputs:
+                labels[i] = following
+            elif labels[i] == "n":
+                following = None
+            elif labels[i] is not None:
+                following = labels[i]
         return labels
+
+    def _bare(self, item: tuple[str, int]) -> tuple | None:
+        """An op outside every module that touches no storage, as (op, phase, iteration); else None."""
+        if item[0] != "o":
+            return None
+        op = self.log.ops[item[1]]
+        if op.module or op.inputs or op.outputs:
+            return None
+        return op.op, op.phase, op.iteration
+
+    def _per_parameter_runs(self, items) -> list[tuple[int, int]]:
+        """Runs of one bare op repeated a multiple of the parameter count of times: the optimizer's per-parameter
+        calls on values the trace does not hold (foreach Adam's ``step.item()`` per parameter for the bias
+        corrections, torch 2.13 torch/optim/adam.py ``_multi_tensor_adam`` with CPU ``step`` tensors)."""
+        runs, i = [], 0
+        while i < len(items):
+            bare = self._bare(items[i])
+            j = i + 1
+            while bare is not None and j < len(items) and self._bare(items[j]) == bare:
+                j += 1
+            if bare is not None and j - i > 1 and self.params and (j - i) % self.params == 0:
+                runs.append((i, j))
+            i = j
+        return runs
 
     def emit(self, marks: list[int]) -> list[tuple[str, int, object, int]]:
         """The synthesized stream: (kind, original index, context, copy) per emitted item."""
@@ -281,6 +322,13 @@ class _Synthesis:
         out, i, m = [], 0, self.m
         while i < len(items):
             label = labels[i]
+            if label == "n":  # a per-parameter run: as many calls per parameter for the parameters at the target
+                j = next((x for x in range(i, len(items)) if labels[x] != "n"), len(items))
+                per_param = (j - i) // self.params
+                out += [(*item, None, 0) for item in items[i:j]]
+                out += [(*items[j - 1], None, 0)] * (per_param * self.params_per_layer * self.k)
+                i = j
+                continue
             if label != m:
                 ctx = None if label is None else (label, label if label < m else label + self.k)
                 out.append((*items[i], ctx, 0))
@@ -302,19 +350,19 @@ def synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[i
     over (the trainable parameters). Returns (log, new marks, new sids)."""
     if target < depth:
         raise SynthesisError(f"cannot shrink {depth} layers to {target}")
-    syn = _Synthesis(log, _Layers(stack), depth, target)
+    syn = _Synthesis(log, _Layers(stack), depth, target, sids)
     stream = syn.emit(sorted(set(marks)))
     new_sid: dict[tuple[int, int], int] = {}
     new_op: dict[tuple[int, int], int] = {}
-    n_events = 0
+    n_ops = 0
     for kind, index, ctx, copy in stream:  # numbering: sids in allocation order, ops in program order
         if kind == "o":
-            new_op[(index, copy)] = len(new_op)
+            new_op[(index, copy)] = n_ops  # a per-parameter run's repeats: storages never refer to them
+            n_ops += 1
         elif kind == "e":
             what, sid = log.events[index]
             if what == ALLOC:
                 new_sid[(sid, copy)] = len(new_sid)
-            n_events += 1
     out = EventLog()
     storages: list[StorageRecord | None] = [None] * len(new_sid)
     position: dict[int, int] = {}

@@ -165,8 +165,15 @@ def first_difference(a, b) -> str | None:
             return f"{len(xs)} {name} instead of {len(ys)}"
         for i, (x, y) in enumerate(zip(xs, ys)):
             if x != y:
-                return f"{name}[{i}]: {x} instead of {y}"
+                return f"{name}[{i}]: {_fields_differing(x, y)}"
     return None
+
+
+def _fields_differing(x, y) -> str:
+    if not hasattr(x, "__slots__"):
+        return f"{x} instead of {y}"
+    return ", ".join(f"{f.name} {getattr(x, f.name)!r} instead of {getattr(y, f.name)!r}"
+                     for f in fields(x) if getattr(x, f.name) != getattr(y, f.name))
 
 
 __all__ = ["BASE_DEPTH", "first_difference", "trace_with_depth_synthesis"]
