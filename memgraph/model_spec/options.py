@@ -375,9 +375,9 @@ class TrainingOptions:
     # -- tracing speed (memgraph/trace/depth_run.py) --
     depth_synthesis: str = option(
         "auto", "--depth-synthesis",
-        "`auto`: a model with more than 5 repeated layers is traced at 4 and 5 layers (and 3 when its notes count "
+        "`auto`: a model with more than 4 repeated layers is traced at 3 and 4 layers (and 2 when its notes count "
         "calls) and the full depth is synthesized by repeating one layer, after checking that this reproduces the "
-        "5-layer trace exactly (any difference: the full trace, with a note); `off`: always trace every layer",
+        "4-layer trace exactly (any difference: the full trace, with a note); `off`: always trace every layer",
         choices=DEPTH_SYNTHESIS, analyze_only=True)
 
     def __post_init__(self):

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
 
 from memgraph.errors import MemgraphError
 from memgraph.trace.event_log import ALLOC, EventLog, OpRecord, Origin, StorageRecord
@@ -64,15 +63,12 @@ def find_stack(parameter_names_by_depth: dict[int, list[str]]) -> str:
     return candidates.pop()
 
 
-@dataclass(frozen=True)
 class _Layers:
     """Reads and rewrites the layer index in names and module paths of one stack."""
 
-    stack: str
-
-    @property
-    def pattern(self) -> re.Pattern:
-        return re.compile(r"(?<![^.])" + re.escape(self.stack) + r"\.(\d+)(?=\.|$)")
+    def __init__(self, stack: str):
+        self.stack = stack
+        self.pattern = re.compile(r"(?<![^.])" + re.escape(stack) + r"\.(\d+)(?=\.|$)")
 
     def of(self, text: str) -> int | None:
         """The layer index ``text`` names, None if none; two different ones are an error."""
@@ -92,6 +88,7 @@ class _Synthesis:
         self.m = depth // 2  # an interior layer: its neighbours m-1 and m+1 are layers like it
         self.k = target - depth
         self.pattern = layers.pattern
+        self._renamed: dict = {}
         self._label_storages_and_ops()
         self._index_analogs()
         self.params = len(trainable)  # the optimizer's parameters, and how many more each copy adds
@@ -226,6 +223,13 @@ class _Synthesis:
         """``text`` with each layer index moved to where ``ctx`` puts it."""
         if self.layers.stack not in text:
             return text
+        key = (text, ctx)
+        done = self._renamed.get(key)
+        if done is None:
+            done = self._renamed[key] = self._rename(text, ctx)
+        return done
+
+    def _rename(self, text: str, ctx) -> str:
 
         def sub(match: re.Match) -> str:
             layer, copy = self._place(int(match.group(1)), ctx)

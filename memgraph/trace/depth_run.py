@@ -20,7 +20,7 @@ from memgraph.model_spec.depth import model_depth, with_depth
 from memgraph.trace.depth import SynthesisError, _Layers, find_stack, synthesize
 from memgraph.trace.event_log import Origin
 
-BASE_DEPTH = 4  # traced depths 4 and 5 (and 3 for notes): layer 2 has interior neighbours 1 and 3 at depth 4
+BASE_DEPTH = 3  # traced depths 3 and 4 (and 2 for the notes); layer 1 is repeated
 _SAME_AT_EVERY_DEPTH = ("batch", "optimizer_impl", "unknowns", "assumptions")
 
 
