@@ -35,6 +35,7 @@ foreach op's tensor lists) gets every copy of each run of layer-``m`` entries.
 
 from __future__ import annotations
 
+import gc
 import re
 from collections import defaultdict
 
@@ -354,6 +355,16 @@ def synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[i
     over (the trainable parameters). Returns (log, new marks, new sids)."""
     if target < depth:
         raise SynthesisError(f"cannot shrink {depth} layers to {target}")
+    enabled = gc.isenabled()
+    gc.disable()  # millions of small records: the cyclic collector would walk them all again and again
+    try:
+        return _synthesize(log, stack, depth, target, marks, sids)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[int], sids: set[int]):
     syn = _Synthesis(log, _Layers(stack), depth, target, sids)
     stream = syn.emit(sorted(set(marks)))
     new_sid: dict[tuple[int, int], int] = {}
