@@ -46,21 +46,40 @@ def model_depth(spec: ModelSpec) -> tuple[int | None, str | None]:
 
 
 def _per_layer_fields(config, depth: int) -> list[str]:
-    """Config fields holding one entry per layer (``layer_types``, ``mlp_only_layers``, ...) or naming layers
-    by index: a shallower model would not keep the pattern, so its layers are not copies of the deep one's."""
+    """Config fields that make layers differ: a list with one entry per layer that is not the same entry
+    throughout (``layer_types`` alternating sliding and full attention), any other list naming layers
+    (``mlp_only_layers``), or a layer frequency (MoE every other layer)."""
     names = []
     for name, value in config.to_dict().items():
         if isinstance(value, (list, tuple)) and value and (len(value) == depth or "layer" in name):
+            if not (len(value) == depth and name in _UNIFORM_LISTS and len(set(map(repr, value))) == 1):
+                names.append(name)
+        elif name in _LAYER_FREQUENCIES and value not in (None, 0, 1):
             names.append(name)
-        elif name in ("first_k_dense_replace", "decoder_sparse_step", "moe_layer_freq", "sliding_window_pattern",
-                      "interleave_moe_layer_step", "no_rope_layer_interval") and value not in (None, 0, 1) or (name == "first_k_dense_replace" and value):
+        elif name == "first_k_dense_replace" and value:
             names.append(name)
     return sorted(names)
 
 
+# Per-layer lists transformers fills with one entry per layer at config init; when every entry is the same
+# the model at another depth has the same entry for each of its layers (transformers 5.23,
+# models/qwen2/configuration_qwen2.py Qwen2Config.__post_init__: layer_types = ["full_attention"] * n unless
+# use_sliding_window).
+_UNIFORM_LISTS = ("layer_types",)
+# Fields that make every n-th layer different (MoE every other layer, ...): refused unless 0/1/None.
+_LAYER_FREQUENCIES = ("decoder_sparse_step", "moe_layer_freq", "sliding_window_pattern",
+                      "interleave_moe_layer_step", "no_rope_layer_interval")
+
+
 def with_depth(spec: ModelSpec, layers: int) -> ModelSpec:
-    """``spec`` with ``layers`` repeated layers: a copy of its config with ``num_hidden_layers`` set."""
+    """``spec`` with ``layers`` repeated layers: a copy of its config with ``num_hidden_layers`` set (and a
+    uniform per-layer list such as ``layer_types`` resized)."""
     config = copy.deepcopy(spec.config)
+    depth = config.num_hidden_layers
+    for name in _UNIFORM_LISTS:
+        value = getattr(config, name, None)
+        if isinstance(value, (list, tuple)) and len(value) == depth:
+            setattr(config, name, type(value)([value[0]] * layers))
     config.num_hidden_layers = layers
     return replace(spec, config=config)
 
