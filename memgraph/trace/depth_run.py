@@ -55,9 +55,9 @@ def _stacked_layers(spec) -> int:
     config = getattr(spec, "config", None)
     if config is None:
         return 0
-    found = [v for k, v in config.to_dict().items() if "layers" in k and isinstance(v, int)]
+    found = [v for k, v in config.to_dict().items() if "layers" in str(k) and isinstance(v, int)]
     found += [v for sub in config.to_dict().values() if isinstance(sub, dict)
-              for k, v in sub.items() if "layers" in k and isinstance(v, int)]
+              for k, v in sub.items() if "layers" in str(k) and isinstance(v, int)]
     return max(found, default=0)
 
 
