@@ -38,6 +38,7 @@ HELP_DEFAULTS = {
     "--nproc": "1", "--strategy": "none (one GPU)", "--no-reshard-after-forward": "off",
     "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off",
     "--activation-offload": "off", "--checkpoint-impl": "non-reentrant", "--checkpoint-every": "1",
+    "--depth-synthesis": "auto",
 }
 
 
@@ -96,7 +97,7 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
                 "--input", "x=float32[2]", "--gpu", "A100-80GB", "--allocator-conf", "expandable_segments:True",
                 "--images", "2", "--loop", "trainer", "--stage", "2", "--zero-grad", "zero", "--loss", "sum",
                 "--context-bytes", "1.5GiB", "--cuda-version", "12", "--module-loading", "eager",
-                "--nproc", "8", "--strategy", "ddp", "--gradient-as-bucket-view")
+                "--nproc", "8", "--strategy", "ddp", "--gradient-as-bucket-view", "--depth-synthesis", "off")
     want = {"batch_size": 4, "seq_len": 512, "image_size": (448, 672), "audio_seconds": 1.5, "target_len": 7,
             "precision": "bf16-mixed", "optimizer": "sgd-momentum", "optimizer_impl": "foreach",
             "freeze": ("*.bias", "lm_head.*"), "train": ("h.*",), "iterations": 3, "target": "cuda",
@@ -111,7 +112,8 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
 
             "nproc": 8, "strategy": "ddp", "no_reshard_after_forward": False, "fsdp_mixed_precision": False,
             "gradient_as_bucket_view": True,
-            "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1}
+            "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
+            "depth_synthesis": "off"}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():
         assert getattr(got, name) == value, name

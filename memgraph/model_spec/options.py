@@ -64,6 +64,8 @@ STAGES = ("1", "2", "full")
 STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3", "tp")
 # the strategies that run FSDP2's fully_shard (zero2 = reshard_after_forward=False, zero3 = True)
 FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
+# --depth-synthesis (memgraph/trace/depth_run.py): auto = trace a few layers and synthesize the rest, verified
+DEPTH_SYNTHESIS = ("auto", "off")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself
 _PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
@@ -398,6 +400,13 @@ class TrainingOptions:
         1, "--checkpoint-every",
         "with `--gradient-checkpointing`: checkpoint only every K-th layer (layers 0, K, 2K, ...; the others keep "
         "their activations)", metavar="K", parse=positive_int, noun="checkpoint interval")
+    # -- tracing speed (memgraph/trace/depth_run.py) --
+    depth_synthesis: str = option(
+        "auto", "--depth-synthesis",
+        "`auto`: a model with more than 4 repeated layers is traced at 3 and 4 layers (and 2 when its notes count "
+        "calls) and the full depth is synthesized by repeating one layer, after checking that this reproduces the "
+        "4-layer trace exactly (any difference: the full trace, with a note); `off`: always trace every layer",
+        choices=DEPTH_SYNTHESIS, analyze_only=True)
 
     def __post_init__(self):
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:

@@ -27,6 +27,7 @@ from memgraph.trace.autocast_emulation import (
     emulation_region,
 )
 from memgraph.trace.cuda_library_workspaces import CudaRuntime
+from memgraph.trace.depth_run import trace_with_depth_synthesis
 from memgraph.trace.distributed import DistributedRun
 from memgraph.trace import progress
 from memgraph.trace.event_log import EventLog, Origin, Role
@@ -61,7 +62,14 @@ class Trace:
 
 
 def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
-    """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything."""
+    """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything.
+
+    With ``--depth-synthesis auto`` a deep model is traced at a few small depths and the full depth is
+    synthesized from them, verified exact (memgraph/trace/depth_run.py); otherwise every layer is traced."""
+    return trace_with_depth_synthesis(spec, opts, lambda s: _trace_all_layers(s, opts))
+
+
+def _trace_all_layers(spec: ModelSpec, opts: TrainingOptions) -> Trace:
     with DistributedRun(opts) as run:  # --strategy: the fake process group, set up and torn down
         return _trace_training(spec, opts, run)
 

@@ -1,0 +1,179 @@
+"""``--depth-synthesis auto``: trace a deep model at a few small depths, synthesize the full depth, verify.
+
+:func:`trace_with_depth_synthesis` wraps a full-trace function. For a model of ``n`` layers with
+``n > BASE_DEPTH + 1`` whose config changes depth by one field (:mod:`memgraph.model_spec.depth`), it traces
+``BASE_DEPTH`` and ``BASE_DEPTH + 1`` layers, synthesizes ``BASE_DEPTH + 1`` layers from the shallower trace
+(:func:`memgraph.trace.depth.synthesize`) and compares it with the real one field by field; only when they are
+equal does it synthesize ``n`` layers. The trace's other fields follow the depth as a trace's do: parameter
+counts by one layer's parameters per layer, numbers in notes (SDPA call counts) checked affine in the depth
+on a third trace (``BASE_DEPTH - 1`` layers), everything else equal at both depths. Anything else, or any
+error, falls back to the full trace with one note saying why: the speed-up never changes a number.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import fields, replace
+
+from memgraph.model_spec.depth import model_depth, with_depth
+from memgraph.trace.depth import SynthesisError, _Layers, find_stack, synthesize
+from memgraph.trace.event_log import Origin
+
+BASE_DEPTH = 3  # traced depths 3 and 4 (and 2 for the notes); layer 1 is repeated
+_SAME_AT_EVERY_DEPTH = ("batch", "optimizer_impl", "unknowns", "assumptions")
+
+
+def trace_with_depth_synthesis(spec, opts, trace_at):
+    """The trace of ``spec`` under ``opts``: ``trace_at(spec)`` (a full trace), or a verified synthesis."""
+    if opts.depth_synthesis == "off":
+        return trace_at(spec)
+    depth, why = model_depth(spec)
+    if depth is None or depth <= BASE_DEPTH + 1:
+        trace = trace_at(spec)
+        if depth is None and _stacked_layers(spec) > BASE_DEPTH + 1:
+            trace.notes.append(f"depth synthesis: not used ({why}); all layers traced")
+        return trace
+    start = time.perf_counter()
+    try:
+        trace, traced = _synthesized(spec, trace_at, depth)
+    except Exception as e:  # noqa: BLE001 - any failure of the shortcut is a fallback, never a wrong number
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        trace = trace_at(spec)
+        trace.notes.append(f"depth synthesis: not used ({reason[:200]}); all {depth} layers traced")
+        return trace
+    trace.seconds = time.perf_counter() - start
+    trace.notes.append(f"depth synthesis: traced {', '.join(map(str, traced[:-1]))} and {traced[-1]} of {depth} "
+                       f"layers; layer {BASE_DEPTH // 2} repeated to {depth} layers (verified: the synthesis of "
+                       f"{BASE_DEPTH + 1} layers from the {BASE_DEPTH}-layer trace equals the {BASE_DEPTH + 1}-layer "
+                       "trace, storage by storage and event by event)")
+    return trace
+
+
+def _stacked_layers(spec) -> int:
+    """The largest layer count a config names (sub-configs included): whether a fallback is worth a note."""
+    config = getattr(spec, "config", None)
+    if config is None:
+        return 0
+    found = [v for k, v in config.to_dict().items() if "layers" in str(k) and isinstance(v, int)]
+    found += [v for sub in config.to_dict().values() if isinstance(sub, dict)
+              for k, v in sub.items() if "layers" in str(k) and isinstance(v, int)]
+    return max(found, default=0)
+
+
+def _synthesized(spec, trace_at, depth: int):
+    b = BASE_DEPTH
+    shallow = {d: trace_at(with_depth(spec, d)) for d in (b, b + 1)}
+    stack = find_stack({d: [s.name for s in t.log.storages if s.origin == Origin.PARAMETER]
+                        for d, t in shallow.items()})
+    for name in _SAME_AT_EVERY_DEPTH:
+        if getattr(shallow[b], name) != getattr(shallow[b + 1], name):
+            raise SynthesisError(f"the trace's {name} changes with the depth")
+    traced = [b, b + 1]
+    notes_from = {d: t.notes for d, t in shallow.items()}
+    if shallow[b].notes != shallow[b + 1].notes:  # numbers that follow the depth: checked on a third depth
+        notes_from[b - 1] = trace_at(with_depth(spec, b - 1)).notes
+        traced.insert(0, b - 1)
+        if _extrapolate_notes(notes_from, b - 1, b, b + 1) != notes_from[b + 1]:
+            raise SynthesisError("numbers in the trace's notes are not affine in the depth")
+    check = _synthesize_trace(shallow, stack, b, b + 1, notes_from)
+    difference = first_difference(check, shallow[b + 1])
+    if difference:
+        raise SynthesisError(f"the synthesis of {b + 1} layers differs from their trace: {difference}")
+    return _synthesize_trace(shallow, stack, b, depth, notes_from), traced
+
+
+def _synthesize_trace(shallow: dict, stack: str, b: int, depth: int, notes_from: dict):
+    base, next_ = shallow[b], shallow[b + 1]
+    flat_bounds = [p for bound in base.iteration_bounds for p in bound]
+    log, marks, trainable = synthesize(base.log, stack, b, depth, flat_bounds, base.trainable_sids)
+    per_layer = lambda name: getattr(base, name) + (depth - b) * (getattr(next_, name) - getattr(base, name))
+    lo, hi = min(notes_from), max(notes_from)
+    return replace(
+        base, log=log, iteration_bounds=list(zip(marks[::2], marks[1::2])), trainable_sids=trainable,
+        parameter_count=per_layer("parameter_count"), trainable_parameter_count=per_layer("trainable_parameter_count"),
+        notes=_extrapolate_notes(notes_from, lo, hi, depth),
+        modalities=_modalities(base.modalities, stack, b, depth),
+        unknowns=list(base.unknowns), assumptions=list(base.assumptions), batch=list(base.batch))
+
+
+def _extrapolate_notes(notes: dict, lo: int, hi: int, depth: int) -> list[str]:
+    """The notes at ``depth``: each number that differs between the traces at ``lo`` and ``hi`` layers moved
+    along the line through them (SDPA call counts: calls per layer times layers)."""
+    if len(notes[lo]) != len(notes[hi]):
+        raise SynthesisError("the trace's notes change with the depth")
+    out = []
+    for a, b in zip(notes[lo], notes[hi]):
+        pa, pb = re.split(r"(\d+)", a), re.split(r"(\d+)", b)
+        if len(pa) != len(pb) or pa[::2] != pb[::2]:
+            raise SynthesisError("the trace's notes change with the depth")
+        for i in range(1, len(pa), 2):
+            va, vb = int(pa[i]), int(pb[i])
+            if va != vb:
+                slope, rest = divmod(vb - va, hi - lo)
+                if rest:
+                    raise SynthesisError("a number in the trace's notes is not affine in the depth")
+                pa[i] = str(va + slope * (depth - lo))
+        out.append("".join(pa))
+    return out
+
+
+def _modalities(modalities: dict[str, str], stack: str, b: int, depth: int) -> dict[str, str]:
+    """Module path -> modality group at ``depth``: the paths of layer ``b // 2`` once per copy, later layers
+    renumbered, in ``named_modules`` order."""
+    layers, m, k = _Layers(stack), b // 2, depth - b
+    out = {}
+    items = list(modalities.items())
+    i = 0
+    while i < len(items):
+        label = layers.of(items[i][0])
+        if label != m:
+            shift = 0 if label is None or label < m else k
+            out[_shift(layers, items[i][0], shift)] = items[i][1]
+            i += 1
+            continue
+        j = i
+        while j < len(items) and layers.of(items[j][0]) == m:
+            j += 1
+        for copy in range(k + 1):
+            out.update((_shift(layers, path, copy), group) for path, group in items[i:j])
+        i = j
+    return out
+
+
+def _shift(layers: _Layers, path: str, shift: int) -> str:
+    if not shift or layers.stack not in path:
+        return path
+    return layers.pattern.sub(lambda match: f"{layers.stack}.{int(match.group(1)) + shift}", path)
+
+
+def first_difference(a, b) -> str | None:
+    """The first field in which traces ``a`` and ``b`` differ, in words; None when they are equal (the
+    ``seconds`` they took aside)."""
+    for f in fields(a):
+        if f.name in ("seconds", "log"):
+            continue
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if f.name == "modalities":
+            x, y = list(x.items()), list(y.items())
+        if x != y:
+            return f"{f.name} differs"
+    la, lb = a.log, b.log
+    for name in ("storages", "events", "ops", "phase_marks"):
+        xs, ys = getattr(la, name), getattr(lb, name)
+        if len(xs) != len(ys):
+            return f"{len(xs)} {name} instead of {len(ys)}"
+        for i, (x, y) in enumerate(zip(xs, ys)):
+            if x != y:
+                return f"{name}[{i}]: {_fields_differing(x, y)}"
+    return None
+
+
+def _fields_differing(x, y) -> str:
+    if not hasattr(x, "__slots__"):
+        return f"{x} instead of {y}"
+    return ", ".join(f"{f.name} {getattr(x, f.name)!r} instead of {getattr(y, f.name)!r}"
+                     for f in fields(x) if getattr(x, f.name) != getattr(y, f.name))
+
+
+__all__ = ["BASE_DEPTH", "first_difference", "trace_with_depth_synthesis"]
