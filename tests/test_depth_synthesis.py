@@ -24,6 +24,13 @@ from memgraph.trace.event_log import Origin
 from memgraph.trace.tracer import trace_training
 
 LLAMA, GPT2 = "tests/configs/tiny-llama.json", "tests/configs/tiny-gpt2.json"
+
+
+@pytest.fixture(autouse=True)
+def _shallow_models_synthesize(monkeypatch):
+    """These tests use 5-8 layer models (cheap to trace in full for the comparison): let them synthesize,
+    although by default a model needs depth_run.MIN_DEPTH layers for synthesis to trace fewer layers."""
+    monkeypatch.setattr("memgraph.trace.depth_run.MIN_DEPTH", 5)
 BASE = dict(batch_size=1, seq_len=16)
 
 

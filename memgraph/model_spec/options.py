@@ -403,7 +403,7 @@ class TrainingOptions:
     # -- tracing speed (memgraph/trace/depth_run.py) --
     depth_synthesis: str = option(
         "auto", "--depth-synthesis",
-        "`auto`: a model with more than 4 repeated layers is traced at 3 and 4 layers (and 2 when its notes count "
+        "`auto`: a model with 10 or more repeated layers is traced at 3 and 4 layers (and 2 when its notes count "
         "calls) and the full depth is synthesized by repeating one layer, after checking that this reproduces the "
         "4-layer trace exactly (any difference: the full trace, with a note); `off`: always trace every layer",
         choices=DEPTH_SYNTHESIS, analyze_only=True)

@@ -21,6 +21,8 @@ from memgraph.trace.depth import SynthesisError, _Layers, find_stack, synthesize
 from memgraph.trace.event_log import Origin
 
 BASE_DEPTH = 3  # traced depths 3 and 4 (and 2 for the notes); layer 1 is repeated
+# synthesis only where it traces fewer layers than the model has: at most 2 + 3 + 4 = 9 are traced
+MIN_DEPTH = (BASE_DEPTH - 1) + BASE_DEPTH + (BASE_DEPTH + 1) + 1
 _SAME_AT_EVERY_DEPTH = ("batch", "optimizer_impl", "unknowns", "assumptions")
 
 
@@ -29,9 +31,9 @@ def trace_with_depth_synthesis(spec, opts, trace_at):
     if opts.depth_synthesis == "off":
         return trace_at(spec)
     depth, why = model_depth(spec)
-    if depth is None or depth <= BASE_DEPTH + 1:
+    if depth is None or depth < MIN_DEPTH:
         trace = trace_at(spec)
-        if depth is None and _stacked_layers(spec) > BASE_DEPTH + 1:
+        if depth is None and _stacked_layers(spec) >= MIN_DEPTH:
             trace.notes.append(f"depth synthesis: not used ({why}); all layers traced")
         return trace
     start = time.perf_counter()
