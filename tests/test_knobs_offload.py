@@ -10,7 +10,6 @@ again (a second pack, a second copy) = 512 B, and W2.t() (for the gradient into 
 import pytest
 
 from memgraph.api import analyze, measure
-from memgraph.units import human_bytes
 from tests.conftest import CONFIGS
 from tests.test_mlp_by_hand import INPUT, MLP, RELU_GRAD, W2, X, _round512
 
@@ -29,7 +28,7 @@ def test_cuda_target_moves_the_saved_bytes_to_the_host():
     made, so the device peak grows by that block."""
     plain, offloaded = _run("cuda", False), _run("cuda", True)
     note = next(n for n in offloaded.notes if n.startswith("--activation-offload"))
-    assert "4 saved tensors" in note and f"peak {human_bytes(SAVED)} of host RAM" in note
+    assert "4 saved tensors" in note and f"peak {SAVED:,} B of host RAM" in note
     assert offloaded.steady_state_peak.by_category["activations"] == 0
     assert offloaded.steady_state_peak.bytes == plain.steady_state_peak.bytes + _round512(INPUT)
 

@@ -7,10 +7,18 @@
   setting that differs from an analysed one only there is the same trace replayed again (a tenth of a
   second instead of a trace). The GPU is not one of them: the trace reads it (memgraph/trace/tracer.py
   builds its ``CudaRuntime`` and picks the attention kernel from its compute capability).
+* **Independent analyses in parallel**: the candidate changes do not depend on each other, so
+  :meth:`Analyses.prefetch` traces them in forked worker processes, one per CPU this process may use
+  (``os.sched_getaffinity``); each worker returns its outcome and its trace, memoised here as if analysed
+  here. One CPU, no ``fork`` start method, or a worker that fails for any reason other than a refusal
+  (MemgraphError): the analysis is simply done here, in turn. The numbers do not depend on where an
+  analysis ran.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
 from dataclasses import fields, replace
 
@@ -67,6 +75,34 @@ class Analyses:
         self.timings.append((label, how, seconds))
         return outcome_of(label, opts, result, seconds, cost, changes, how)
 
+    def prefetch(self, jobs: list[tuple[TrainingOptions, str, str, tuple]], on_done=None) -> None:
+        """Analyse the ``(options, label, cost, changes)`` of ``jobs`` that need a trace of their own in
+        worker processes; ``on_done(label)`` after each. What a worker could not do is left for :meth:`outcome`."""
+        todo, keys = [], set(self.traces)
+        for job in jobs:
+            key = trace_key(job[0])
+            if job[0] not in self._outcomes and key not in keys:
+                todo.append(job)
+                keys.add(key)
+        workers = min(len(todo), usable_cpus())
+        if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            return
+        global _WORKER
+        _WORKER = self
+        try:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                for job, done in zip(todo, pool.imap(_analyse_in_worker, todo)):
+                    if done is not None:
+                        known, trace, timing = done
+                        self._outcomes[job[0]] = known
+                        if trace is not None:
+                            self.traces[trace_key(job[0])] = trace
+                        self.timings.append(timing)
+                    if on_done is not None:
+                        on_done(job[1])
+        finally:
+            _WORKER = None
+
     def trace(self, opts: TrainingOptions) -> Trace:
         """The real trace of ``opts`` (traced, and analysed, when first asked)."""
         self.outcome(opts, f"batch {opts.batch_size}" if opts.batch_size else "")
@@ -79,3 +115,24 @@ class Analyses:
         seconds = time.perf_counter() - start
         self.timings.append((label, "interpolated", seconds))
         return outcome_of(label, opts, result, seconds, how="interpolated")
+
+
+_WORKER: Analyses | None = None  # the Analyses a forked worker inherits from prefetch()
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; os.cpu_count where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _analyse_in_worker(job):
+    """In a forked worker: one analysis, returned with its trace and timing (None: leave it to the parent)."""
+    opts, label, cost, changes = job
+    try:
+        known = _WORKER._analyse(opts, label, cost, changes)
+        return known, _WORKER.traces.get(trace_key(opts)), _WORKER.timings[-1]
+    except Exception:  # noqa: BLE001 - anything but a refusal: the parent analyses it itself
+        return None

@@ -35,7 +35,6 @@ from typing import Callable
 
 import torch
 
-from memgraph.units import human_bytes
 
 
 def real_offload_context():
@@ -91,7 +90,7 @@ class OffloadEmulation:
                     "save_on_cpu's pack; on the cpu target host and device are one allocator, so the copies count "
                     "and unpack returns them as they are (trace/activation_offload.py)"]
         return [f"--activation-offload: {self.packed // iterations} saved tensors per iteration held in pinned host "
-                f"memory by save_on_cpu (peak {human_bytes(self.peak_host_bytes)} of host RAM, not in the device "
+                f"memory by save_on_cpu (peak {self.peak_host_bytes:,} B of host RAM, not in the device "
                 "figures); each is copied back to the device when backward reads it (trace/activation_offload.py)"]
 
 

@@ -99,6 +99,9 @@ def _synthesize_trace(shallow: dict, stack: str, b: int, depth: int, notes_from:
         unknowns=list(base.unknowns), assumptions=list(base.assumptions), batch=list(base.batch))
 
 
+_NUMBER = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+)")  # an integer, with thousands commas or without
+
+
 def _extrapolate_notes(notes: dict, lo: int, hi: int, depth: int) -> list[str]:
     """The notes at ``depth``: each number that differs between the traces at ``lo`` and ``hi`` layers moved
     along the line through them (SDPA call counts: calls per layer times layers)."""
@@ -106,16 +109,17 @@ def _extrapolate_notes(notes: dict, lo: int, hi: int, depth: int) -> list[str]:
         raise SynthesisError("the trace's notes change with the depth")
     out = []
     for a, b in zip(notes[lo], notes[hi]):
-        pa, pb = re.split(r"(\d+)", a), re.split(r"(\d+)", b)
+        pa, pb = _NUMBER.split(a), _NUMBER.split(b)  # "32,768" is one number
         if len(pa) != len(pb) or pa[::2] != pb[::2]:
             raise SynthesisError("the trace's notes change with the depth")
         for i in range(1, len(pa), 2):
-            va, vb = int(pa[i]), int(pb[i])
+            va, vb = int(pa[i].replace(",", "")), int(pb[i].replace(",", ""))
             if va != vb:
                 slope, rest = divmod(vb - va, hi - lo)
                 if rest:
                     raise SynthesisError("a number in the trace's notes is not affine in the depth")
-                pa[i] = str(va + slope * (depth - lo))
+                value = va + slope * (depth - lo)
+                pa[i] = f"{value:,}" if "," in pa[i] + pb[i] else str(value)
         out.append("".join(pa))
     return out
 
