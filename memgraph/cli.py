@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "llama-3.1-405b takes about 20)")
     a.add_argument("--depth", type=positive_int, default=3,
                    help="module path depth of the per-module table (default 3)")
+    a.add_argument("--no-timeline", action="store_true",
+                   help="leave the memory timeline out of the report (JSON `timeline` is then []: a small file for "
+                        "schedulers; HTML without its chart) (default: included)")
     a.set_defaults(run=_analyze)
 
     f = sub.add_parser("fit", help="does the step fit, the largest batch that does, and what to change if not")
@@ -232,6 +235,8 @@ def _analyze(a) -> dict[str | None, str | bytes]:
         check_snapshot_target(opts)
     with time_budget(a.timeout), progress_line(), paused_gc():  # paused_gc: sweep.py says why
         result, trace = analyze_traced(a.model, opts)
+    if a.no_timeline:
+        result.timeline = []
     return {path: (pickle.dumps(predicted_snapshot(trace, opts)) if fmt == "snapshot" else render(result, fmt, a.depth))
             for path, fmt in a.targets}
 
@@ -257,6 +262,9 @@ def _analyze_sweep(a) -> dict[str | None, str]:
                                                      "seq_len": sizes["seq_len"][0]}))
     with time_budget(a.timeout), progress_line():
         points = analyze_many(a.model, options, list(sizes["batch_size"]), list(sizes["seq_len"]))
+    if a.no_timeline:
+        for point in points:
+            point.result.timeline = []
     return {path: render_sweep(points, fmt, a.depth) for path, fmt in a.targets}
 
 

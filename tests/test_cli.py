@@ -144,3 +144,15 @@ def test_failed_run_writes_nothing(tmp_path):
     assert code != 0 and not out.exists() and list(tmp_path.iterdir()) == []
     code, _, err = run("analyze", TINY, "-s", "8", "-o", str(tmp_path / "nope" / "r.json"))
     assert code == 2 and "does not exist" in err
+
+
+def test_no_timeline_empties_the_json_timeline_and_keeps_the_numbers(tmp_path):
+    """--no-timeline: the JSON's timeline is [] and every other figure is the report's without it."""
+    full, lean = tmp_path / "full.json", tmp_path / "lean.json"
+    assert main(["analyze", TINY, "-s", "32", "-o", str(full)]) == 0
+    assert main(["analyze", TINY, "-s", "32", "--no-timeline", "-o", str(lean)]) == 0
+    a, b = json.loads(full.read_text()), json.loads(lean.read_text())
+    assert a["timeline"] and b["timeline"] == []
+    for key in ("required_bytes", "required_bytes_upper", "steady_state_peak", "first_iteration_peak", "static"):
+        assert a[key] == b[key], key
+    assert lean.stat().st_size < full.stat().st_size
