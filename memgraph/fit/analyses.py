@@ -90,7 +90,7 @@ class Analyses:
         global _WORKER
         _WORKER = self
         try:
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
+            with multiprocessing.get_context("fork").Pool(workers, initializer=_one_thread) as pool:
                 for job, done in zip(todo, pool.imap(_analyse_in_worker, todo)):
                     if done is not None:
                         known, trace, timing = done
@@ -126,6 +126,18 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def _one_thread() -> None:
+    """A forked worker runs ATen's CPU ops (shadow values) on one thread. GNU OpenMP's thread pool does not
+    survive fork: a parallel region in a child of a process that has used one waits forever (measured: a
+    4000x4000 matmul in the parent, then exp().sum() of 10**7 elements in a forked child, hangs), and ATen
+    enters no parallel region when torch.get_num_threads() is 1 (aten/src/ATen/Parallel-inl.h, parallel_for's
+    use_parallel). The thread count only sizes the cpu target's per-thread buffers (facts/ops/cpu_workspace.py),
+    and fit predicts for a GPU (it refuses --target cpu)."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def _analyse_in_worker(job):
