@@ -156,3 +156,12 @@ def test_no_timeline_empties_the_json_timeline_and_keeps_the_numbers(tmp_path):
     for key in ("required_bytes", "required_bytes_upper", "steady_state_peak", "first_iteration_peak", "static"):
         assert a[key] == b[key], key
     assert lean.stat().st_size < full.stat().st_size
+
+
+def test_a_model_refusing_its_inputs_is_a_one_line_error(capsys):
+    """ViT's own forward raises ValueError for an image size it was not made for: exit 2 and one line naming
+    the model and what it said, not an internal error."""
+    assert main(["analyze", "vit-base-patch16-224", "--image-size", "32"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "vit-base-patch16-224 refused the inputs" in err[0]
+    assert "Input image size (32*32) doesn't match model (224*224)" in err[0] and "internal error" not in err[0]

@@ -42,8 +42,9 @@ as ``aten.native_dropout`` on the cuda target.
 
 The backward kernels' internal buffers (flash's float32 ``dq_accum``/``softmax_d`` and, with GQA, the
 expanded dk/dv; the efficient kernel's ``delta`` and staging workspace) are the op registry's cuda
-entries (memgraph/facts/ops/cuda_workspace.py), recorded at the backward op. Not modelled: the CPU
-flash kernel's per-thread buffers; the efficient kernel's philox seed/offset are CPU tensors on CUDA but
+entries (memgraph/facts/ops/cuda_workspace.py), recorded at the backward op; the CPU flash kernel's
+per-thread buffers are the cpu entries of memgraph/facts/ops/cpu_attention.py. Not modelled: the
+efficient kernel's philox seed/offset are CPU tensors on CUDA but
 two 8-byte meta tensors here; math with dropout on the cuda target keeps meta's dropout.
 """
 

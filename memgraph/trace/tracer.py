@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from memgraph.errors import MemgraphError
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.ops.registry import workspace_bytes
 from memgraph.facts.unknowns import BoundedUnknown
@@ -59,6 +60,25 @@ class Trace:
     modalities: dict[str, str] = field(default_factory=dict)  # module path -> modality group (model_spec/modality.py)
     unknowns: list[BoundedUnknown] = field(default_factory=list)  # bounded unknowns the trace met (facts/unknowns.py)
     assumptions: list[str] = field(default_factory=list)  # the loop's defaults, resolved (model_spec/defaults.py)
+
+
+@contextlib.contextmanager
+def _model_refusals(model: str):
+    """A ValueError raised by the model's own Python code (transformers' or the user's, not torch's or
+    memgraph's) is the model refusing its inputs, e.g. ViT's "Input image size (300*300) doesn't match model
+    (224*224)": a one-line MemgraphError naming it, not an internal error."""
+    try:
+        yield
+    except ValueError as e:
+        tb = e.__traceback__
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        where = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/torch/" in where or "/memgraph/" in where:
+            raise
+        first = (str(e).splitlines()[0] if str(e) else type(e).__name__).rstrip(".")
+        raise MemgraphError(f"{model} refused the inputs memgraph built from your options: {first}; "
+                            "change the option that sets them (--image-size, --seq-len, --input, ...)") from e
 
 
 def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
@@ -135,10 +155,11 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
-            iteration_function(opts)(runner, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
-                            autocast=forward_context, loop=opts.loop,
-                            scaler=scaler, zero_grad=opts.zero_grad,
-                            saved_tensors=offload and offload.context)
+            with _model_refusals(spec.name):
+                iteration_function(opts)(runner, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
+                                autocast=forward_context, loop=opts.loop,
+                                scaler=scaler, zero_grad=opts.zero_grad,
+                                saved_tensors=offload and offload.context)
             mark_gradients()  # --zero-grad zero / none: the gradients stay allocated
             _mark_optimizer_state(rec, run.local_optimizer(optimizer), owners)
             if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
