@@ -950,7 +950,9 @@ def distributed_on_meta(on_alloc_storage: Callable[[torch.Tensor], None],
 def _check_transformers_checkpoint_function():
     from transformers.modeling_layers import GradientCheckpointingLayer
 
-    source = inspect.getsource(GradientCheckpointingLayer.__init_subclass__)
+    # 5.23: the wrapped forward made in __init_subclass__ calls it; 5.6: __call__ does
+    source = "".join(inspect.getsource(getattr(GradientCheckpointingLayer, name))
+                     for name in ("__init_subclass__", "__call__") if name in vars(GradientCheckpointingLayer))
     if "self._gradient_checkpointing_func(" not in source:
         return "GradientCheckpointingLayer no longer calls self._gradient_checkpointing_func"
     return None

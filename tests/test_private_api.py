@@ -87,9 +87,13 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
     "transformers_default_attention": ("transformers.PreTrainedModel", "get_correct_attn_implementation",
                                        lambda self, requested, is_init_check=False: requested or "eager",
                                        "get_correct_attn_implementation"),
-    "transformers_checkpoint_function": ("transformers.modeling_layers.GradientCheckpointingLayer",
-                                         "__init_subclass__", classmethod(lambda cls, **kwargs: None),
-                                         "_gradient_checkpointing_func"),
+    # transformers 5.23 calls it from the forward __init_subclass__ wraps, 5.6 from __call__: break the one there is
+    "transformers_checkpoint_function": (
+        ("transformers.modeling_layers.GradientCheckpointingLayer", "__call__", lambda self, *a, **k: None,
+         "_gradient_checkpointing_func")
+        if "__call__" in vars(__import__("transformers.modeling_layers", fromlist=["x"]).GradientCheckpointingLayer)
+        else ("transformers.modeling_layers.GradientCheckpointingLayer", "__init_subclass__",
+              classmethod(lambda cls, **kwargs: None), "_gradient_checkpointing_func")),
     "fake_distributed": ("torch.distributed.fsdp._fully_shard._fsdp_param", "free_storage", None, "free_storage"),
 }
 

@@ -23,6 +23,8 @@ reentrant checkpointing needs: ``CheckpointFunction`` only builds a graph when a
 
 from __future__ import annotations
 
+import inspect
+
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.private_api import wrap_checkpoint_functions
@@ -39,13 +41,27 @@ def enable_checkpointing(model, opts: TrainingOptions, name: str, checkpoint_con
     kwargs = {"use_reentrant": reentrant}
     if checkpoint_context_fn is not None and not reentrant:
         kwargs["context_fn"] = checkpoint_context_fn
-    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x; the old name warns
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs,
-                                              every_n_layers=opts.checkpoint_every)
+    enable = getattr(model, "activation_checkpointing_enable", None)  # newer transformers; the old name warns
+    if enable is None:
+        enable, kwargs_name = model.gradient_checkpointing_enable, "gradient_checkpointing_kwargs"
     else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs, every_n_layers=opts.checkpoint_every)
+        kwargs_name = "activation_checkpointing_kwargs"
+    every = {}
+    if "every_n_layers" in inspect.signature(enable).parameters:
+        every["every_n_layers"] = opts.checkpoint_every
+    elif opts.checkpoint_every != 1:  # transformers 5.6: every checkpointable layer, no selection
+        raise MemgraphError(f"--checkpoint-every {opts.checkpoint_every}: the installed transformers "
+                            f"({_transformers_version()}) checkpoints every layer (no every_n_layers): upgrade "
+                            "transformers or drop --checkpoint-every")
+    enable(**{kwargs_name: kwargs}, **every)
     if reentrant and checkpoint_context_fn is not None:
         wrap_checkpoint_functions(model, lambda func: _recompute_in_forward_regions(func, checkpoint_context_fn))
+
+
+def _transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
 
 
 def _recompute_in_forward_regions(checkpoint_func, context_fn):
