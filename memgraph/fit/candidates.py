@@ -94,7 +94,7 @@ def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progr
     todo = [c for c in CANDIDATES if c.applies_to(opts)]
     with_fsdp = not yours.fits_with_margin and opts.strategy is None and fsdp(2).applies_to(opts)
     total = len(todo) + with_fsdp
-    jobs = [(c.apply(opts), c.name, c.cost, c.changes) for c in todo if _applicable(c, opts)]
+    jobs = [(c.apply(opts), c.name, c.cost, c.changes) for c in todo]  # applies_to: apply() succeeds
     if with_fsdp:  # the first FSDP size tried (_smallest_fsdp) traces alongside
         big = fsdp(max(FSDP_WORLD_SIZES))
         jobs.append((big.apply(opts), big.name, big.cost, big.changes))
@@ -109,14 +109,6 @@ def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progr
         tried.append(_smallest_fsdp(analyses, opts, yours.capacity, progress))
         progress.done(f"[{total}/{total}] {tried[-1].label}: {summary(tried[-1])}")
     return sorted(tried, key=lambda o: (o.how == "failed", o.device_total))
-
-
-def _applicable(c: Candidate, opts: TrainingOptions) -> bool:
-    try:
-        c.apply(opts)
-    except MemgraphError:
-        return False
-    return True
 
 
 def _try(analyses: Analyses, c: Candidate, opts: TrainingOptions, capacity: int) -> Outcome:
