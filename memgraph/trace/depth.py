@@ -167,28 +167,23 @@ class _Synthesis:
 
     def storage(self, sid: int, ctx) -> tuple[int, int]:
         """The instance (original sid, copy) that storage ``sid`` referenced from ``ctx`` is."""
-        label = self.slab[sid]
-        if label is None:
-            return sid, 0
-        layer, copy = self._place(label, ctx)
-        if layer != label:
-            base, n = self.skey[sid]
-            sid = self.sby.get((layer, base, n))
-            if sid is None:
-                raise SynthesisError(f"storage {base} #{n} has no counterpart in layer {layer}")
-        return sid, copy
+        return self._instance(sid, ctx, self.slab, self.skey, self.sby, "storage")
 
     def op(self, index: int, ctx) -> tuple[int, int]:
-        label = self.olab[index]
+        """The instance (original op index, copy) that op ``index`` referenced from ``ctx`` is."""
+        return self._instance(index, ctx, self.olab, self.okey, self.oby, "op")
+
+    def _instance(self, i: int, ctx, labels, keys, by, kind: str) -> tuple[int, int]:
+        label = labels[i]
         if label is None:
-            return index, 0
+            return i, 0
         layer, copy = self._place(label, ctx)
         if layer != label:
-            base, n = self.okey[index]
-            index = self.oby.get((layer, base, n))
-            if index is None:
-                raise SynthesisError(f"op {base} #{n} has no counterpart in layer {layer}")
-        return index, copy
+            base, n = keys[i]
+            i = by.get((layer, base, n))
+            if i is None:
+                raise SynthesisError(f"{kind} {base} #{n} has no counterpart in layer {layer}")
+        return i, copy
 
     def storages(self, sids: tuple[int, ...], ctx) -> list[tuple[int, int]]:
         """A tuple of storage references; from an op of no layer, each run of layer-``m`` entries becomes
