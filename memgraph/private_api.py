@@ -848,7 +848,8 @@ def model_from_config(cls, config, attn_implementation: str, dtype: torch.dtype)
 #     must be meta too;
 #   - _fsdp_param_group.py, _fsdp_collectives.py, _fsdp_state.py: streams and events come from
 #     device_mesh._get_device_handle(device.type) (getattr(torch, type)): torch.cpu's no-op
-#     streams and events serve meta, as they serve a CPU run;
+#     streams and events serve meta, as they serve a CPU run, except that a stream's record_event
+#     must return an event (HSDP's all-reduce checks it on any device but cpu);
 #   - _fsdp_param_group.FSDPParamGroup._validate_no_meta_params refuses meta parameters in lazy_init;
 #   - _fsdp_param.alloc_storage / free_storage: FSDP2 frees and re-allocates the unsharded parameters
 #     with untyped_storage().resize_(0 | size), which no dispatch mode sees: they are reported to
@@ -889,6 +890,36 @@ def _check_fake_distributed():
     return None
 
 
+class _MetaStream(torch.cpu.Stream):
+    """torch.cpu's no-op stream, except that ``record_event`` returns an event: torch.cpu.Stream's returns
+    None, which FSDP2's HSDP all-reduce refuses on a device other than ``cpu`` (torch 2.13
+    _fsdp_param_group.FSDPParamGroup.post_backward: "Expected all_reduce_event to be set for non-CPU device")."""
+
+    def record_event(self, event=None):
+        return event if event is not None else torch.cpu.Event()
+
+
+class _MetaDeviceHandle:
+    """FSDP2's device handle for meta: torch.cpu with :class:`_MetaStream` streams."""
+
+    Stream = _MetaStream
+    Event = torch.cpu.Event
+    stream = staticmethod(torch.cpu.stream)
+    _current = None
+
+    @classmethod
+    def current_stream(cls, device=None):
+        if cls._current is None:
+            cls._current = _MetaStream()
+        return cls._current
+
+    def __getattr__(self, name):  # anything else FSDP2 reads: torch.cpu's
+        return getattr(torch.cpu, name)
+
+
+_META_DEVICE_HANDLE = _MetaDeviceHandle()
+
+
 def fake_store():
     """The store of PyTorch's fake process group (``dist.init_process_group("fake", store=...)``)."""
     require("fake_distributed")
@@ -920,7 +951,7 @@ def distributed_on_meta(on_alloc_storage: Callable[[torch.Tensor], None],
         original_free(tensor)
 
     def device_handle(original):
-        return lambda device_type="cuda": torch.cpu if device_type == "meta" else original(device_type)
+        return lambda device_type="cuda": _META_DEVICE_HANDLE if device_type == "meta" else original(device_type)
 
     with contextlib.ExitStack() as stack:
         patch = stack.enter_context

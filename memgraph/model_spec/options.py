@@ -61,7 +61,9 @@ CHECKPOINT_IMPLS = ("non-reentrant", "reentrant")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
 # Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
-STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3", "tp")
+STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3", "tp", "fsdp+tp")
+# the strategies that apply a tensor-parallel plan (memgraph/trace/tensor_parallel.py)
+TP_STRATEGIES = ("tp", "fsdp+tp")
 # the strategies that run FSDP2's fully_shard (zero2 = reshard_after_forward=False, zero3 = True)
 FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
 # --depth-synthesis (memgraph/trace/depth_run.py): auto = trace a few layers and synthesize the rest, verified
@@ -372,8 +374,25 @@ class TrainingOptions:
         "DeepSpeed); `zero3`: FSDP2 with `reshard_after_forward=True` (parameters, gradients and optimizer state "
         "sharded; the same as `fsdp`); `tp`: tensor parallelism over all N ranks with "
         "`torch.distributed.tensor.parallel` and the model's `base_model_tp_plan` (q/k/v/gate/up column-wise, "
-        "o/down row-wise; embedding and head sharded on the vocabulary)",
+        "o/down row-wise; embedding and head sharded on the vocabulary); `fsdp+tp`: 2-D, a `(dp, tp)` `DeviceMesh` of "
+        "N / `--tp-size` x `--tp-size` ranks, the TP plan applied on `tp`, then FSDP2 `fully_shard` over `dp` (torchtitan's "
+        "order)",
         choices=STRATEGIES, default_text="none (one GPU)")
+    tp_size: int | None = option(
+        None, "--tp-size",
+        "`fsdp+tp`: the tensor-parallel degree T (ranks per TP group; it divides N); FSDP2 shards over the N / T "
+        "data-parallel groups", metavar="T", parse=positive_int, default_text="required with fsdp+tp",
+        noun="tensor-parallel size")
+    sequence_parallel: bool = option(
+        False, "--sequence-parallel",
+        "`tp`, `fsdp+tp`: sequence parallelism (torchtitan's Llama plan): the norms `SequenceParallel`, activations "
+        "between the TP regions sharded on the sequence, all-gathered into q/k/v and gate/up and reduce-scattered "
+        "out of o/down")
+    nnodes: int = option(
+        1, "--nnodes",
+        "`fsdp`, `zero2`, `zero3`: hybrid sharding (FSDP2 HSDP) over M nodes of N / M GPUs: a `(replicate, shard)` "
+        "`DeviceMesh` of M x N / M, parameters sharded within a node and replicated across nodes (gradients "
+        "all-reduced across them); 1: shard over all N ranks", metavar="M", parse=positive_int, noun="node count")
     no_reshard_after_forward: bool = option(
         False, "--no-reshard-after-forward",
         "`fsdp`: `fully_shard(reshard_after_forward=False)` on the blocks: gathered parameters stay from forward "
@@ -470,12 +489,29 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
     if opts.nproc > 1 and opts.strategy is None:
         raise MemgraphError(f"--nproc {opts.nproc} needs a multi-GPU strategy: pass --strategy "
                             f"{' or '.join(STRATEGIES)}")
-    if opts.no_reshard_after_forward and opts.strategy != "fsdp":
+    if opts.strategy == "fsdp+tp":
+        t = opts.tp_size
+        if t is None or not 1 < t < opts.nproc or opts.nproc % t:
+            shown = "no --tp-size" if t is None else f"--tp-size {t}"
+            raise MemgraphError(f"--strategy fsdp+tp --nproc {opts.nproc} with {shown}: pass --tp-size T with 1 < T < "
+                                f"{opts.nproc} dividing {opts.nproc} (e.g. --tp-size 2); T = N is --strategy tp")
+    elif opts.tp_size is not None:
+        raise MemgraphError(f"--tp-size {opts.tp_size} is the TP degree of --strategy fsdp+tp: pass that strategy, "
+                            "or drop it (--strategy tp uses all --nproc ranks)")
+    if opts.sequence_parallel and opts.strategy not in TP_STRATEGIES:
+        raise MemgraphError("--sequence-parallel is a tensor-parallel option: pass --strategy tp or fsdp+tp, or drop it")
+    if opts.nnodes > 1 and (opts.strategy not in FSDP_STRATEGIES or opts.nproc % opts.nnodes
+                            or opts.nproc // opts.nnodes < 2):
+        raise MemgraphError(f"--nnodes {opts.nnodes} with --nproc {opts.nproc} --strategy {opts.strategy}: hybrid "
+                            f"sharding needs --strategy {'|'.join(FSDP_STRATEGIES)} and --nproc a multiple of --nnodes "
+                            "with at least 2 GPUs per node (--nproc is the total number of GPUs)")
+    if opts.no_reshard_after_forward and opts.strategy not in ("fsdp", "fsdp+tp"):
         raise MemgraphError("--no-reshard-after-forward is an FSDP option: pass --strategy fsdp, or drop it "
                             "(zero2 never reshards after forward, zero3 always does)")
-    if opts.fsdp_mixed_precision and (opts.strategy not in FSDP_STRATEGIES or opts.precision != "bf16-mixed"):
+    sharded = FSDP_STRATEGIES + ("fsdp+tp",)
+    if opts.fsdp_mixed_precision and (opts.strategy not in sharded or opts.precision != "bf16-mixed"):
         raise MemgraphError("--fsdp-mixed-precision replaces autocast under FSDP2: pass --strategy "
-                            f"{'|'.join(FSDP_STRATEGIES)} --precision bf16-mixed with it, or drop it")
+                            f"{'|'.join(sharded)} --precision bf16-mixed with it, or drop it")
     if opts.gradient_as_bucket_view and opts.strategy not in ("ddp", "zero1"):
         raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp or zero1, or drop it")
 
@@ -530,7 +566,7 @@ def _remaining_knobs_consistent(o: TrainingOptions) -> None:
             raise MemgraphError(f"--checkpoint-impl {o.checkpoint_impl} needs --gradient-checkpointing")
         if o.checkpoint_every != 1:
             raise MemgraphError(f"--checkpoint-every {o.checkpoint_every} needs --gradient-checkpointing")
-    if o.loss == "chunked-ce" and o.strategy == "fsdp":
+    if o.loss == "chunked-ce" and o.strategy in ("fsdp", "fsdp+tp"):
         raise MemgraphError("--loss chunked-ce calls lm_head outside the FSDP root's forward, where its parameters "
                             "are sharded: drop --loss or --strategy fsdp")
 

@@ -41,7 +41,7 @@ import torch.nn as nn
 from memgraph.errors import MemgraphError
 from memgraph.facts.nccl import nccl_buffers
 from memgraph.facts.unknowns import BoundedUnknown
-from memgraph.model_spec.options import FSDP_STRATEGIES, TrainingOptions
+from memgraph.model_spec.options import FSDP_STRATEGIES, TP_STRATEGIES, TrainingOptions
 from memgraph.private_api import distributed_on_meta, fake_store
 from memgraph.trace.event_log import Origin, Role
 from memgraph.trace.recorder import Recorder
@@ -182,13 +182,35 @@ class DistributedRun:
         if self.strategy in ("ddp", "zero1"):
             return self._ddp(model)
         if self.strategy in FSDP_STRATEGIES:
-            return self._fsdp(model)
-        if self.strategy == "tp":
+            return self._fsdp(model, self.mesh())
+        if self.strategy in TP_STRATEGIES:
             from memgraph.trace.tensor_parallel import parallelize
 
-            model, self._tp_entries, self._tp_replicated = parallelize(model, self.nproc)
-            return model
+            mesh = self.mesh()
+            tp_mesh = mesh["tp"] if self.strategy == "fsdp+tp" else mesh
+            model, self._tp_entries, self._tp_replicated = parallelize(model, tp_mesh, self.opts.sequence_parallel)
+            return self._fsdp(model, mesh["dp"]) if self.strategy == "fsdp+tp" else model
         return model
+
+    def mesh(self):
+        """The ``DeviceMesh`` of the strategy, over the process group's ranks (``init_device_mesh``, row-major:
+        rank r sits at (r // inner, r % inner)):
+
+        * ``tp`` and ``fsdp``: one dimension of all N ranks;
+        * ``fsdp+tp``: ``(dp, tp)`` of N / T x T ranks (torchtitan's layout: TP inside, over neighbouring ranks,
+          the ones a node's NVLink joins), the TP plan on ``tp``, FSDP2 over ``dp``;
+        * ``fsdp`` with ``--nnodes M``: ``(replicate, shard)`` of M x N / M (FSDP2's HSDP: ``fully_shard``
+          on a 2-D mesh shards over the inner dimension and replicates over the outer,
+          torch/distributed/fsdp/_fully_shard/_fully_shard.py)."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        if self.strategy == "fsdp+tp":
+            t = self.opts.tp_size
+            return init_device_mesh("cpu", (self.nproc // t, t), mesh_dim_names=("dp", "tp"))
+        if self.opts.nnodes > 1:
+            m = self.opts.nnodes
+            return init_device_mesh("cpu", (m, self.nproc // m), mesh_dim_names=("replicate", "shard"))
+        return init_device_mesh("cpu", (self.nproc,))
 
     def _ddp(self, model: nn.Module) -> nn.Module:
         from torch.nn.parallel import DistributedDataParallel
@@ -198,7 +220,7 @@ class DistributedRun:
             ddp.register_comm_hook(self, _allreduce_hook)
         return ddp
 
-    def _fsdp(self, model: nn.Module) -> nn.Module:
+    def _fsdp(self, model: nn.Module, mesh) -> nn.Module:
         from torch.distributed.fsdp import fully_shard
 
         from torch.distributed.fsdp import MixedPrecisionPolicy
@@ -208,9 +230,9 @@ class DistributedRun:
             policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         units, rule = fsdp_units(model)
         for name, unit in units:
-            fully_shard(unit, reshard_after_forward=self.reshard_after_forward, mp_policy=policy)
+            fully_shard(unit, mesh=mesh, reshard_after_forward=self.reshard_after_forward, mp_policy=policy)
         # the root: reshard_after_forward None = False for the root (fully_shard's docstring)
-        fully_shard(model, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
         self._units = [name for name, _ in units]
         self._unit_rule = rule
         return model
@@ -263,20 +285,49 @@ class DistributedRun:
                              f"{human_bytes(total)} of trainable parameters. Partitions are whole parameters, "
                              "largest first to the least-loaded rank, so other ranks' shares differ")
             return notes
-        if self.strategy == "tp":
-            return [head + ".", "tensor parallel: torch.distributed.tensor.parallel.parallelize_module over "
-                    f"{self.nproc} ranks with the model's base_model_tp_plan ({self._tp_entries} entries: q/k/v/gate/up "
-                    "ColwiseParallel, o/down RowwiseParallel), the input embedding RowwiseParallel and the head "
-                    "ColwiseParallel with replicated logits (torchtitan's Llama plan, no sequence or loss parallelism); "
-                    f"sharded parameters, gradients and optimizer state are rank 0's shards; the {self._tp_replicated} modules "
-                    "outside the plan (norms) hold replicated DTensors (torchtitan's NoParallel)"]
-        reshard = "freed after forward" if self.reshard_after_forward else "kept from forward to backward"
+        if self.strategy in TP_STRATEGIES:
+            return [head + ".", *self._tp_notes()] + (self._fsdp_notes() if self.strategy == "fsdp+tp" else [])
         return [head + " (FSDP2 pads dim 0 to a multiple of the world size; rank 0 holds a full shard).",
-                *ZERO_MAPPING.get(self.strategy, ()),
-                f"FSDP2: fully_shard on {len(self._units)} units ({self._unit_rule}) and the root; parameters, "
-                f"gradients and optimizer state are rank 0's shards; each unit's parameters are all-gathered "
-                f"for its forward and backward and {reshard}; gathered parameters count as activations or "
-                "temporaries"] + (["FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) instead "
+                *ZERO_MAPPING.get(self.strategy, ()), *self._fsdp_notes()]
+
+    def _tp_notes(self) -> list[str]:
+        ranks = self.opts.tp_size if self.strategy == "fsdp+tp" else self.nproc
+        notes = []
+        if self.strategy == "fsdp+tp":
+            t = self.opts.tp_size
+            notes.append(f"fsdp+tp: a DeviceMesh (dp={self.nproc // t}, tp={t}) (torchtitan's layout: TP over "
+                         "neighbouring ranks); the TP plan is applied on tp first, then FSDP2 fully_shard over dp "
+                         "shards each TP shard again on dim 0")
+        notes.append(f"tensor parallel: torch.distributed.tensor.parallel.parallelize_module over {ranks} ranks with "
+                     f"the model's base_model_tp_plan ({self._tp_entries} entries: q/k/v/gate/up ColwiseParallel, "
+                     "o/down RowwiseParallel), the input embedding RowwiseParallel and the head ColwiseParallel with "
+                     "replicated logits (torchtitan's Llama plan, no loss parallelism); sharded parameters, gradients "
+                     "and optimizer state are rank 0's shards; "
+                     + (f"the {self._tp_replicated} modules outside the plan hold replicated DTensors (torchtitan's "
+                        "NoParallel)" if self._tp_replicated else "no module is left outside the plan")
+                     + ("" if self.opts.sequence_parallel else "; no sequence parallelism (--sequence-parallel)"))
+        if self.opts.sequence_parallel:
+            notes.append(f"sequence parallel: the norms SequenceParallel on 1/{ranks} of the sequence, attention and "
+                         "MLP inputs all-gathered (PrepareModuleInput), o/down reduce-scattered (RowwiseParallel("
+                         "output_layouts=Shard(1))), as torchtitan; unlike torchtitan the embedding output is "
+                         "all-reduced to the whole sequence and layer 0 takes its slice, since transformers computes "
+                         "positions and the mask from that output's length")
+        return notes
+
+    def _fsdp_notes(self) -> list[str]:
+        reshard = "freed after forward" if self.reshard_after_forward else "kept from forward to backward"
+        hybrid = []
+        if self.opts.nnodes > 1:
+            m = self.opts.nnodes
+            hybrid = [f"HSDP: fully_shard on a (replicate={m}, shard={self.nproc // m}) DeviceMesh, {m} nodes of "
+                      f"{self.nproc // m} GPUs: parameters, gradients and optimizer state sharded over the "
+                      f"{self.nproc // m} GPUs of a node and replicated across nodes (gradients reduce-scattered "
+                      "within the node, then all-reduced across nodes)"]
+        return hybrid + [
+            f"FSDP2: fully_shard on {len(self._units)} units ({self._unit_rule}) and the root; parameters, "
+            f"gradients and optimizer state are rank 0's shards; each unit's parameters are all-gathered "
+            f"for its forward and backward and {reshard}; gathered parameters count as activations or "
+            "temporaries"] + (["FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) instead "
                                    "of autocast: each unit's float32 shard is cast to bfloat16 before its all-gather"]
                                   if self.opts.fsdp_mixed_precision else [])
 

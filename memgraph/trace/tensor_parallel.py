@@ -29,7 +29,7 @@ PLAN_ATTRIBUTE = "base_model_tp_plan"  # transformers' PretrainedConfig attribut
 STYLES = ("colwise", "rowwise")  # the plan values applied; others (packed, MoE, gather) are refused
 
 
-def tp_plan(model: nn.Module) -> dict[str, object]:
+def tp_plan(model: nn.Module, sequence_parallel: bool = False) -> dict[str, object]:
     """``parallelize_module``'s plan for ``model``: module path pattern -> ParallelStyle."""
     from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
@@ -52,22 +52,76 @@ def tp_plan(model: nn.Module) -> dict[str, object]:
     names = {id(m): name for name, m in model.named_modules()}
     tied = head is not None and head.weight is getattr(embeddings, "weight", None)
     if tied:  # one weight cannot be sharded on vocabulary rows for both: both stay replicated
+        if sequence_parallel:
+            raise MemgraphError(f"--sequence-parallel: {type(model).__name__} ties its embedding and head, which stay "
+                                "replicated, so the sequence cannot be split after the embedding: drop --sequence-parallel")
         return out
     if isinstance(embeddings, nn.Embedding) and id(embeddings) in names:
         out[names[id(embeddings)]] = RowwiseParallel(input_layouts=Replicate())
     if isinstance(head, nn.Linear) and id(head) in names:
         out[names[id(head)]] = ColwiseParallel(output_layouts=Replicate())
+    if sequence_parallel:
+        out.update(sequence_parallel_plan(model, base, plan, head_name=names.get(id(head))))
     return out
 
 
-def parallelize(model: nn.Module, world_size: int) -> tuple[nn.Module, int, int]:
-    """``model`` with the plan applied over all ``world_size`` ranks; the number of plan entries and of the
-    modules replicated as DTensors (:func:`replicate_the_rest`)."""
-    from torch.distributed.device_mesh import init_device_mesh
+def sequence_parallel_plan(model: nn.Module, base: str, plan: dict[str, str], head_name: str | None) -> dict:
+    """The plan entries sequence parallelism adds or replaces (torchtitan/models/llama3/infra/parallelize.py
+    ``apply_tp``, with transformers' Llama module names): between the TP regions the activations are
+    ``Shard(1)`` (this rank's 1/T of the sequence) and the norms run on them (``SequenceParallel``); the
+    attention and the MLP gather the sequence on entry (``PrepareModuleInput`` Shard(1) -> Replicate: an
+    all-gather) and ``o_proj``/``down_proj`` reduce-scatter their partial sums back to Shard(1)
+    (``RowwiseParallel(output_layouts=Shard(1))``); the final norm is ``SequenceParallel`` and the head gathers
+    the sequence (``ColwiseParallel(input_layouts=Shard(1))``).
+
+    One difference from torchtitan, forced by transformers: torchtitan's embedding reduce-scatters to Shard(1),
+    but transformers' ``LlamaModel.forward`` computes the positions and the causal mask from the embedding
+    output's sequence length, which must be the whole sequence. So the embedding all-reduces as without
+    sequence parallelism, and layer 0 takes its slice of the sequence (``PrepareModuleInput`` Replicate ->
+    Shard(1): a local chunk, no communication)."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel)
+
+    parents = {pattern.rsplit(".", 1)[0] for pattern in plan}
+    attention = sorted(p for p in parents if p.endswith(".self_attn"))
+    mlp = sorted(p for p in parents if p.endswith(".mlp"))
+    layers = getattr(getattr(model, base), "layers", None)
+    if len(attention) != 1 or len(mlp) != 1 or not isinstance(layers, nn.ModuleList) or head_name is None:
+        raise MemgraphError(f"--sequence-parallel: {type(model).__name__}'s plan is not a Llama-style decoder "
+                            "(layers.*.self_attn and layers.*.mlp with a separate head): drop --sequence-parallel")
+    out: dict[str, object] = {}
+    for pattern, style in plan.items():  # the row-wise outputs reduce-scatter to the sequence shard
+        if style == "rowwise":
+            out[f"{base}.{pattern}"] = RowwiseParallel(output_layouts=Shard(1))
+    out[f"{base}.{attention[0]}"] = PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
+                                                       desired_input_kwarg_layouts={"hidden_states": Replicate()})
+    out[f"{base}.{mlp[0]}"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
+    layer = layers[0]
+    for name, child in layer.named_children():  # the decoder layer's own norms
+        if _is_norm(child):
+            out[f"{base}.layers.*.{name}"] = SequenceParallel()
+    norm = getattr(getattr(model, base), "norm", None)
+    if _is_norm(norm):
+        out[f"{base}.norm"] = SequenceParallel()
+    out[f"{base}.layers.0"] = PrepareModuleInput(input_layouts=(Replicate(),), desired_input_layouts=(Shard(1),),
+                                                 use_local_output=True)
+    out[head_name] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())
+    return out
+
+
+def _is_norm(module) -> bool:
+    """A normalisation over the last (feature) dim: per token, so it runs on a sequence shard."""
+    return module is not None and type(module).__name__.endswith(("RMSNorm", "LayerNorm"))
+
+
+def parallelize(model: nn.Module, mesh, sequence_parallel: bool = False) -> tuple[nn.Module, int, int]:
+    """``model`` with the plan applied over the ranks of ``mesh`` (a 1-D ``DeviceMesh``: every rank for
+    ``tp``, the ``tp`` dimension for ``fsdp+tp``); the number of plan entries and of the modules replicated
+    as DTensors (:func:`replicate_the_rest`)."""
     from torch.distributed.tensor.parallel import parallelize_module
 
-    plan = tp_plan(model)
-    mesh = init_device_mesh("cpu", (world_size,))
+    plan = tp_plan(model, sequence_parallel)
     model = parallelize_module(model, mesh, plan)
     return model, len(plan), replicate_the_rest(model, mesh)
 
