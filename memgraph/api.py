@@ -20,6 +20,7 @@ from memgraph.model_spec.objects import spec_from_object
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
 from memgraph.trace import progress
+from memgraph.trace.ranks import rank_groups
 from memgraph.trace.tracer import Trace, trace_training
 
 
@@ -50,7 +51,29 @@ def analyze_traced(model, opts: TrainingOptions) -> tuple[Result, Trace]:
 def analyze_spec(spec, opts: TrainingOptions) -> tuple[Result, Trace]:
     """:func:`analyze_traced` of a resolved :class:`~memgraph.model_spec.sources.ModelSpec`."""
     trace = trace_training(spec, opts)
-    return result_of_trace(spec.name, opts, trace, input_warnings(spec, opts)), trace
+    result = result_of_trace(spec.name, opts, trace, input_warnings(spec, opts))
+    if opts.strategy is not None:
+        add_rank_figures(result, spec, opts)
+    return result, trace
+
+
+def add_rank_figures(result: Result, spec, opts: TrainingOptions) -> None:
+    """``result.ranks``: the ranks grouped by layout (trace/ranks.py), each group with its three counters; rank 0's
+    group has ``result``'s figures, every other group those of a trace of its first rank."""
+    groups = rank_groups(spec, opts)
+    result.ranks = []
+    for ranks in groups:
+        if 0 in ranks:
+            figures = result
+        else:
+            progress.stage(f"tracing rank {ranks[0]} (its shards differ from rank 0's)")
+            figures = result_of_trace(spec.name, opts, trace_training(spec, opts, rank=ranks[0]))
+        device = figures.device or {}
+        result.ranks.append({"ranks": ranks, "first_iteration_peak": figures.first_iteration_peak.bytes,
+                             "steady_state_peak": figures.steady_state_peak.bytes,
+                             "steady_state_reserved": device.get("steady_state_reserved"),
+                             "steady_state_device_total": device.get("steady_state_device_total"),
+                             "static": dict(figures.static)})
 
 
 def result_of_trace(name: str, opts: TrainingOptions, trace: Trace, warnings: list[str] = ()) -> Result:

@@ -133,8 +133,8 @@ def test_nccl_buffers_are_a_bounded_unknown_of_the_total():
 
 
 # -- ground truth: the same distributed step run for real on the CPU ---------------------------------
-def _measure_real_cpu(model: str, x: str, opts: TrainingOptions) -> list[dict]:
-    """Rank 0's real CPU allocations: the same model, DDP/FSDP2 wrapper and loop on real CPU tensors, over
+def _measure_real_cpu(model: str, x: str, opts: TrainingOptions, rank: int = 0) -> list[dict]:
+    """``rank``'s (rank 0's) real CPU allocations: the same model, DDP/FSDP2 wrapper and loop on real CPU tensors, over
     the fake process group (collectives move no data, so every allocation is the rank's own). The models
     return a tensor, so the loss is ``out.sum()`` and the loop the plain one, as in the trace."""
     import gc
@@ -155,7 +155,7 @@ def _measure_real_cpu(model: str, x: str, opts: TrainingOptions) -> list[dict]:
     from memgraph.trace.training_step import train_iteration
 
     spec = resolve(model)
-    dist.init_process_group("fake", store=fake_store(), rank=0, world_size=opts.nproc)
+    dist.init_process_group("fake", store=fake_store(), rank=rank, world_size=opts.nproc)
     try:
         gc.collect()
         with memory_profile() as prof:
@@ -195,6 +195,52 @@ def test_prediction_matches_the_real_cpu_run(model, x, options):
         assert 0 <= real - predicted <= 0.002 * real
 
 
+# -- per rank: ranks whose shards differ are traced and reported apart --------------------------------------
+# Linear(64, 10) on 4 ranks: FSDP2 chunks its 10 rows as torch.chunk does, 3, 3, 3 and 1 row. Every rank's
+# shard storage is padded to 3 rows (_fsdp_param.FSDPParam._init_sharded_param: padded_sharded_param), so
+# parameters and gradients are equal, but the parameter is a view of the rank's own rows, and AdamW's state
+# (zeros_like) has rank 3's 1 row: 1 x 64 + 1 floats for the layer, not 3 x 64 + 3.
+RANK3_SHARD = UNIT0_SHARD + 1 * 64 + 1  # 1105 floats
+
+
+def test_uneven_shards_make_rank_3_a_group_of_its_own():
+    r, _ = _run(MLP, "x=float32[2,64]", nproc=4, strategy="fsdp")
+    assert [g["ranks"] for g in r.ranks] == [[0, 1, 2], [3]]
+    rank0, rank3 = r.ranks
+    assert rank0["steady_state_peak"] == r.steady_state_peak.bytes  # rank 0's group is the report's figures
+    assert rank0["static"]["optimizer_state"] == 2 * SHARD_BYTES  # 9,880
+    assert rank3["static"]["optimizer_state"] == 2 * RANK3_SHARD * F32  # 8,840
+    assert rank3["static"]["parameters"] == rank0["static"]["parameters"] == SHARD_BYTES  # padded storages
+    # the steady state holds the whole optimizer state: rank 3 peaks 2 x (3 - 1) x 65 floats lower
+    assert rank0["steady_state_peak"] - rank3["steady_state_peak"] == 2 * 2 * 65 * F32  # 1,040
+
+
+def test_even_shards_are_one_group():
+    r, _ = _run(MLP, "x=float32[2,64]", nproc=2, strategy="fsdp")  # 64 and 10 rows: 32 and 5 per rank
+    assert [g["ranks"] for g in r.ranks] == [[0, 1]]
+
+
+def test_zero1_partitions_differ_per_rank():
+    # ZeroRedundancyOptimizer's partitions of Linear(64, 64), Linear(64, 10) on 4 ranks: the 64x64 weight to
+    # rank 0, the 10x64 weight to 1, the biases (64 and 10) to 2 and 3: four different optimizer states
+    r, _ = _run(MLP, "x=float32[2,64]", nproc=4, strategy="zero1")
+    assert [g["ranks"] for g in r.ranks] == [[0], [1], [2], [3]]
+    assert [g["static"]["optimizer_state"] for g in r.ranks] == [2 * n * F32 for n in (64 * 64, 10 * 64, 64, 10)]
+
+
+@pytest.mark.slow
+def test_rank_3_prediction_matches_its_real_cpu_run():
+    # rank 3 of the fake process group with real CPU tensors (collectives move no data; every allocation is the
+    # rank's own); the same 0.2% tolerance as rank 0's test above, prediction never above
+    opts = TrainingOptions(inputs=("x=float32[2,64]",), target="cpu", nproc=4, strategy="fsdp")
+    measured = _measure_real_cpu(MLP, "x=float32[2,64]", opts, rank=3)
+    r, _ = analyze_traced(MLP, opts)
+    (rank3,) = [g for g in r.ranks if g["ranks"] == [3]]
+    for predicted, real in ((rank3["first_iteration_peak"], measured[0]["peak_allocated"]),
+                            (rank3["steady_state_peak"], measured[1]["peak_allocated"])):
+        assert 0 <= real - predicted <= 0.002 * real, (predicted, real)
+
+
 def test_fsdp_mixed_precision_gathers_bfloat16():
     # MixedPrecisionPolicy(param_dtype=bfloat16): FSDP2 casts rank 0's float32 shard of a unit to bfloat16
     # (1040 elements x 2 bytes for unit 0) and all-gathers 4 of them into one flat bfloat16 buffer; the
@@ -215,3 +261,22 @@ def test_fsdp_mixed_precision_needs_fsdp_and_bf16_mixed():
         TrainingOptions(nproc=2, strategy="ddp", precision="bf16-mixed", fsdp_mixed_precision=True)
     with pytest.raises(MemgraphError, match="--fsdp-mixed-precision"):
         TrainingOptions(nproc=2, strategy="fsdp", fsdp_mixed_precision=True)
+
+
+def test_per_rank_section_and_json():
+    import json
+
+    from memgraph.render.json_report import render_json
+    from memgraph.render.sections import build
+
+    r, _ = _run(MLP, "x=float32[2,64]", nproc=4, strategy="fsdp")
+    (section,) = [s for s in build(r, 3) if s.key == "ranks"]
+    assert [row[0] for row in section.rows] == ["0-2", "3"]
+    assert section.rows[1][-1] == "optimizer_state -1.02 KiB"  # 9,880 - 8,840 = 1,040 bytes
+    assert [g["ranks"] for g in json.loads(render_json(r))["ranks"]] == [[0, 1, 2], [3]]
+    even, _ = _run(MLP, "x=float32[2,64]", nproc=2, strategy="fsdp")
+    (section,) = [s for s in build(even, 3) if s.key == "ranks"]
+    assert section.lines == ["ranks 0-1 identical: every rank stores the same shapes, so the figures above are "
+                             "each rank's."]
+    single, _ = _run(MLP, "x=float32[2,64]")
+    assert "ranks" not in json.loads(render_json(single)) and not [s for s in build(single, 3) if s.key == "ranks"]

@@ -136,6 +136,9 @@ class Result:
     unknowns: list = field(default_factory=list)  # [{name, expected_bytes, upper_bytes, source, counter}]
     # inputs the model cannot take as given (sequence past its positions, image size its processor would not make)
     warnings: list[str] = field(default_factory=list)
+    # --strategy runs: one entry per group of ranks with equal figures (api.add_rank_figures), rank 0's first:
+    # {ranks, first_iteration_peak, steady_state_peak, steady_state_reserved, steady_state_device_total}
+    ranks: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

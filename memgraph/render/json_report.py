@@ -18,4 +18,6 @@ def render_json(r: Result, depth: int = 3) -> str:
     d["modules_folded"] = [{**asdict(run.row), "count": run.count, "first": run.first, "last": run.last}
                            for run in fold_repeated(rows)]
     d["module_depth"] = depth
+    if not d["ranks"]:  # only --strategy runs have per-rank figures
+        del d["ranks"]
     return json.dumps(d, indent=2) + "\n"

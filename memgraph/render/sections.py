@@ -247,6 +247,46 @@ def modalities(r: Result) -> Section | None:
                    numeric=set(range(1, 8)), total=True, key="modalities")
 
 
+def ranks(r: Result) -> Section | None:
+    """A ``--strategy`` run's ranks: one line when all store the same shapes, else one row per group of equal
+    ranks with the counters the target predicts, and what the group's static memory holds beyond rank 0's."""
+    if not r.ranks:
+        return None
+    n = sum(len(g["ranks"]) for g in r.ranks)
+    if len(r.ranks) == 1:
+        return Section("Per rank", [f"ranks 0-{n - 1} identical: every rank stores the same shapes, so the figures "
+                                    "above are each rank's."], key="ranks")
+    cuda = r.ranks[0]["steady_state_reserved"] is not None
+    base = r.ranks[0]
+    rows = []
+    for g in r.ranks:
+        counters = [g["steady_state_peak"], *([g["steady_state_reserved"], g["steady_state_device_total"]] if cuda else [])]
+        differs = ", ".join(f"{kind} {'+' if b - base['static'][kind] > 0 else '-'}"
+                            f"{human_bytes(abs(b - base['static'][kind]))}"
+                            for kind, b in g["static"].items() if b != base["static"][kind])
+        rows.append([rank_ranges(g["ranks"]), *(human_bytes(b) for b in counters), f"{g['steady_state_peak']:,}",
+                     human_bytes(g["first_iteration_peak"]),
+                     differs or ("(rank 0's group)" if g is base else "-")])
+    headers = ["ranks", "steady-state peak", *(["reserved", "device total"] if cuda else []), "steady-state bytes",
+               "first-iteration peak",
+               "static memory against rank 0"]
+    lines = [f"the ranks store different shapes (shards of a dimension that does not divide by the ranks, or ZeRO "
+             f"partitions): {len(r.ranks)} groups of identical ranks, each traced; the figures above are rank 0's."]
+    return Section("Per rank", lines, headers, rows, numeric=set(range(1, len(headers) - 1)), key="ranks")
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    parts, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            parts.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ", ".join(parts)
+
+
 def ops(r: Result) -> Section:
     unknown = r.ops.get("unknown", {})
     lines = [f"{r.ops['count']:,} ATen ops recorded; trace {r.trace_seconds:.1f} s, analysis {r.analysis_seconds:.1f} s."]
@@ -259,6 +299,6 @@ def ops(r: Result) -> Section:
 
 def build(r: Result, depth: int) -> list[Section]:
     p = r.steady_state_peak
-    sections = [summary(r), breakdown(p), static(r), phase_peaks(r), top_tensors(p), modalities(r), modules(r, depth),
-                ops(r)]
+    sections = [summary(r), ranks(r), breakdown(p), static(r), phase_peaks(r), top_tensors(p), modalities(r),
+                modules(r, depth), ops(r)]
     return [s for s in sections if s is not None]

@@ -24,9 +24,9 @@ data) and wraps the model the way a user does, so the trace holds what rank 0 al
 ``zero2``/``zero3`` are ``fsdp`` with ``reshard_after_forward`` False/True (:data:`ZERO_MAPPING`); ``zero1`` is DDP
 with ``ZeroRedundancyOptimizer``; ``tp`` is memgraph/trace/tensor_parallel.py.
 
-Ranks are identical for both strategies with even data: each runs the same program on the same
-shapes; FSDP2's shards differ only where dim 0 does not divide by N, and rank 0 holds the largest
-(padded) shard, so rank 0 is the maximum.
+Ranks run the same program; with even data they differ only in what they store: FSDP2's and DTensor's
+shards where a dimension does not divide by the ranks, ZeRO-1's partitions. :meth:`DistributedRun.layout`
+gives those shapes per rank, and ranks of equal layout are traced once (api.py ``add_rank_figures``).
 """
 
 from __future__ import annotations
@@ -123,10 +123,12 @@ class DistributedRun:
     Used as a context manager around the whole trace; with no ``--strategy`` it does nothing.
     """
 
-    def __init__(self, opts: TrainingOptions, comm_hook: bool = True):
+    def __init__(self, opts: TrainingOptions, comm_hook: bool = True, rank: int = 0):
         """``comm_hook=False``: DDP keeps its C++ default all-reduce (a real process group, measure/distributed.py);
-        the fake process group needs :func:`_allreduce_hook`."""
+        the fake process group needs :func:`_allreduce_hook`. ``rank``: the rank the fake process group makes
+        this process (the trace is that rank's)."""
         self.opts = opts
+        self.rank = rank
         self.comm_hook = comm_hook
         self.strategy = opts.strategy
         self.nproc = opts.nproc
@@ -146,7 +148,7 @@ class DistributedRun:
         if dist.is_initialized():
             raise MemgraphError("--strategy needs its own (fake) process group, but torch.distributed is already "
                                 "initialised in this process: run memgraph in a process of its own")
-        dist.init_process_group("fake", store=fake_store(), rank=0, world_size=self.nproc)
+        dist.init_process_group("fake", store=fake_store(), rank=self.rank, world_size=self.nproc)
         try:
             patches = distributed_on_meta(self._allocated, self._freed)
             patches.__enter__()
@@ -266,13 +268,25 @@ class DistributedRun:
         """The optimizer whose ``state`` holds this rank's tensors (ZeroRedundancyOptimizer's ``optim``)."""
         return optimizer.optim if self.strategy == "zero1" else optimizer
 
+    def layout(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple:
+        """What this rank stores, as shapes: every parameter's local shard (name, shape, dtype; FSDP2's and
+        DTensor's shards differ between ranks where a dimension does not divide by the ranks), and for ``zero1``
+        the parameters of this rank's ZeroRedundancyOptimizer partition. Two ranks with equal layouts run the
+        same program on the same shapes (even data), so their traces are the same."""
+        params = tuple((name, tuple(_local(p).shape), str(p.dtype)) for name, p in model.named_parameters())
+        names = {id(p): name for name, p in model.named_parameters()}
+        mine = ()
+        if self.strategy == "zero1":
+            mine = tuple(names.get(id(p), "") for group in optimizer.optim.param_groups for p in group["params"])
+        return params, mine
+
     # -- report ---------------------------------------------------------------------------------
     def notes(self) -> list[str]:
         if self.strategy is None:
             return []
-        head = (f"multi-GPU: {self.strategy} on {self.nproc} ranks; the figures are rank 0's, traced with "
+        head = (f"multi-GPU: {self.strategy} on {self.nproc} ranks; the figures are rank {self.rank}'s, traced with "
                 "torch.distributed's own code on PyTorch's fake process group (collectives move no data). "
-                "Ranks are identical with even data")
+                "The per-rank table compares the ranks")
         if self.strategy in ("ddp", "zero1"):
             view = "views of the buckets" if self.opts.gradient_as_bucket_view else "copied into the buckets"
             notes = [head + ("." if self.strategy == "ddp" else ", except for ZeRO's partitions below."),
@@ -281,7 +295,7 @@ class DistributedRun:
             if self.strategy == "zero1":
                 mine, total = self._partition_bytes
                 notes.append("ZeRO-1: ZeroRedundancyOptimizer steps only this rank's partition of the parameters, "
-                             f"so its optimizer state is that partition's: rank 0 holds {human_bytes(mine)} of "
+                             f"so its optimizer state is that partition's: rank {self.rank} holds {human_bytes(mine)} of "
                              f"{human_bytes(total)} of trainable parameters. Partitions are whole parameters, "
                              "largest first to the least-loaded rank, so other ranks' shares differ")
             return notes
@@ -302,7 +316,7 @@ class DistributedRun:
                      f"the model's base_model_tp_plan ({self._tp_entries} entries: q/k/v/gate/up ColwiseParallel, "
                      "o/down RowwiseParallel), the input embedding RowwiseParallel and the head ColwiseParallel with "
                      "replicated logits (torchtitan's Llama plan, no loss parallelism); sharded parameters, gradients "
-                     "and optimizer state are rank 0's shards; "
+                     f"and optimizer state are rank {self.rank}'s shards; "
                      + (f"the {self._tp_replicated} modules outside the plan hold replicated DTensors (torchtitan's "
                         "NoParallel)" if self._tp_replicated else "no module is left outside the plan")
                      + ("" if self.opts.sequence_parallel else "; no sequence parallelism (--sequence-parallel)"))
@@ -325,7 +339,7 @@ class DistributedRun:
                       "within the node, then all-reduced across nodes)"]
         return hybrid + [
             f"FSDP2: fully_shard on {len(self._units)} units ({self._unit_rule}) and the root; parameters, "
-            f"gradients and optimizer state are rank 0's shards; each unit's parameters are all-gathered "
+            f"gradients and optimizer state are rank {self.rank}'s shards; each unit's parameters are all-gathered "
             f"for its forward and backward and {reshard}; gathered parameters count as activations or "
             "temporaries"] + (["FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) instead "
                                    "of autocast: each unit's float32 shard is cast to bfloat16 before its all-gather"]

@@ -81,16 +81,16 @@ def _model_refusals(model: str):
                             "change the option that sets them (--image-size, --seq-len, --input, ...)") from e
 
 
-def trace_training(spec: ModelSpec, opts: TrainingOptions) -> Trace:
+def trace_training(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
     """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything.
 
     With ``--depth-synthesis auto`` a deep model is traced at a few small depths and the full depth is
     synthesized from them, verified exact (memgraph/trace/depth_run.py); otherwise every layer is traced."""
-    return trace_with_depth_synthesis(spec, opts, lambda s: _trace_all_layers(s, opts))
+    return trace_with_depth_synthesis(spec, opts, lambda s: _trace_all_layers(s, opts, rank))
 
 
-def _trace_all_layers(spec: ModelSpec, opts: TrainingOptions) -> Trace:
-    with DistributedRun(opts) as run:  # --strategy: the fake process group, set up and torn down
+def _trace_all_layers(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
+    with DistributedRun(opts, rank=rank) as run:  # --strategy: the fake process group of `rank`, set up and torn down
         return _trace_training(spec, opts, run)
 
 
