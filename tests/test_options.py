@@ -35,7 +35,8 @@ HELP_DEFAULTS = {
     "--optimizer-in-backward": "off",
     "--gpu-memory": "the --gpu board's", "--context-bytes": "estimated", "--cuda-version": "13 (the PyPI wheel of torch 2.13), 12 on Volta",
     "--module-loading": "lazy",
-    "--nproc": "1", "--strategy": "none (one GPU)", "--no-reshard-after-forward": "off",
+    "--nproc": "1", "--strategy": "none (one GPU)", "--tp-size": "required with fsdp+tp", "--sequence-parallel": "off",
+    "--nnodes": "1", "--no-reshard-after-forward": "off",
     "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off",
     "--activation-offload": "off", "--checkpoint-impl": "non-reentrant", "--checkpoint-every": "1",
     "--depth-synthesis": "auto",
@@ -110,7 +111,8 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "quantize": None, "grad_accum": 1, "optimizer_in_backward": False,
             "gpu_memory": None, "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager",  # 1.5 GiB = 3 * 512 MiB
 
-            "nproc": 8, "strategy": "ddp", "no_reshard_after_forward": False, "fsdp_mixed_precision": False,
+            "nproc": 8, "strategy": "ddp", "tp_size": None, "sequence_parallel": False, "nnodes": 1,
+            "no_reshard_after_forward": False, "fsdp_mixed_precision": False,
             "gradient_as_bucket_view": True,
             "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
             "depth_synthesis": "off"}
