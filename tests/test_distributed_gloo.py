@@ -20,32 +20,38 @@ TINY = {"tiny-llama": "tests/configs/tiny-llama.json", "tiny-gpt2": "tests/confi
 # trace does not track (AdamW's `step` counters, Python scalars wrapped as tensors). The prediction is never
 # above any rank's measurement, a stricter check than the 2% band that catches a trace counting a buffer the
 # real rank does not allocate.
-# gloo's worker threads free some collective buffers at scheduler-dependent times (measure/distributed.py):
-# on this shared 2-core machine one rank (never both, in the runs observed) occasionally peaks one or two
-# gathered units higher. So the 2% band is checked against the rank closer to the prediction, per iteration;
-# the bound from below holds for every rank.
+# Two gloo effects, both measured per rank by the record (memgraph/measure/distributed.py):
+# * gloo's worker threads allocate and free their own staging buffers (the flat all-gather output), alive at
+#   the step's peak or not depending on scheduling (one CI run: both ranks of tiny-llama FSDP2 +147,992 B, one
+#   decoder layer's 147,968-byte gathered buffer): the comparison uses `peak_allocated_step_thread`, the
+#   allocations of the thread that ran the step, which leaves them out;
+# * frees the profiler never sees (a collective's tensors released by gloo's worker after it left the
+#   profiler's thread state): they make a rank read high by at most its `unreported_free_bytes`, so the band
+#   above the prediction is widened by exactly that rank's figure (0 on a rank where nothing was lost).
 TOLERANCE = 0.02
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", [
-    "ddp",
-    # FSDP2 over gloo: in one CI run (2026-11-23) both ranks of tiny-llama peaked 147,992 B (4.5%) above the
-    # prediction in the steady state, 3,403,316 B against 3,255,324 B, where the runs before measured 24 B
-    # above; gloo's collective buffers (freed by its worker threads at scheduler-dependent times) are the
-    # suspected cause, not yet confirmed. Not strict until that is modelled or pinned down (issue 11).
-    pytest.param("fsdp", marks=pytest.mark.xfail(strict=False, reason="gloo's FSDP2 peak varies between runs")),
-])
-@pytest.mark.parametrize("model", sorted(TINY))
-def test_per_rank_prediction_matches_two_gloo_processes(model, strategy):
-    opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", nproc=2, strategy=strategy)
+@pytest.mark.parametrize("model, options", [
+    ("tiny-llama", {"strategy": "ddp"}), ("tiny-gpt2", {"strategy": "ddp"}),
+    ("tiny-llama", {"strategy": "fsdp"}), ("tiny-gpt2", {"strategy": "fsdp"}),
+    ("tiny-llama", {"strategy": "tp"}), ("tiny-llama", {"strategy": "tp", "sequence_parallel": True}),
+], ids=["tiny-llama-ddp", "tiny-gpt2-ddp", "tiny-llama-fsdp", "tiny-gpt2-fsdp", "tiny-llama-tp", "tiny-llama-tp-sp"])
+def test_per_rank_prediction_matches_two_gloo_processes(model, options):
+    opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", nproc=2, **options)
     record = measure(TINY[model], "cpu", opts)
     assert record["backend"] == "gloo" and record["world_size"] == 2
     assert [r["rank"] for r in record["ranks"]] == [0, 1]
     assert record["iterations"] == record["ranks"][0]["iterations"]  # the top-level figures are rank 0's
     predicted = analyze(TINY[model], opts)
+    assert [g["ranks"] for g in predicted.ranks] == [[0, 1]]  # both ranks store the same shapes
     for index, p in enumerate((predicted.first_iteration_peak.bytes, predicted.steady_state_peak.bytes)):
-        ranks = [rank["iterations"][index]["peak_allocated"] for rank in record["ranks"]]
-        assert all(p <= real for real in ranks), (index + 1, p, ranks)
-        assert min(ranks) - p <= TOLERANCE * min(ranks), (index + 1, p, ranks)
+        for rank in record["ranks"]:
+            figures, lost = rank["iterations"][index], rank["unreported_free_bytes"]
+            real = figures["peak_allocated_step_thread"]
+            assert 0 <= lost and real <= figures["peak_allocated"], (index + 1, rank)
+            assert p <= real, (index + 1, p, rank)
+            assert real - p <= TOLERANCE * real + lost, (index + 1, p, rank)
 
 
 def test_a_strategy_is_not_measured_on_cuda():

@@ -13,14 +13,32 @@ on gloo) rather than the Python hook the fake process group needs (trace/distrib
 
 The record's ``iterations`` are rank 0's (what ``memgraph analyze`` predicts); ``ranks`` holds every rank's.
 
-gloo is not NCCL: its collectives run on worker threads and hold buffers of their own (torch 2.13
-torch/csrc/distributed/c10d/ProcessGroupGloo.cpp: ``reduce_scatter_tensor_coalesced`` clones the whole input
-and all-reduces the clone; ``AsyncAllgatherWork::allgather`` gathers into a flat tensor of the whole output,
-``newLikeFlat``, and copies it out). When such a buffer is freed depends on when a worker thread drops its
-last reference, which on a loaded machine varies from run to run. Observed (tiny-gpt2, FSDP2, 2 ranks, 2
-cores shared with other jobs): in 2 of 6 runs one rank, never both, peaked 199,936 or 521,984 bytes higher
-in the steady iteration (one GPT-2 block's gathered size; that plus the root unit's), while the other rank
-matched the prediction to a few bytes. The record keeps every rank's figures as measured.
+gloo is not NCCL: its collectives run on its worker threads (two by default) and allocate buffers there
+(torch 2.13 torch/csrc/distributed/c10d/ProcessGroupGloo.cpp: ``AsyncAllgatherWork::allgather`` gathers into
+a flat tensor of the whole output, ``newLikeFlat(outputs[0])``, copies it out and frees it, all on the worker
+thread; NCCL gathers into the output itself). FSDP2 issues the next unit's all-gather while the current
+unit computes, so whether a worker's flat buffer is alive at the step thread's peak depends on scheduling.
+Measured (tiny-llama, FSDP2, 2 ranks; torch.profiler's memory events carry their thread): each rank's gloo
+worker threads allocate and free eight 147,968-byte buffers (one decoder layer's gathered parameters, 2
+iterations x forward and backward x 2 layers) and two of 512,256 (the root unit), and nothing else; the
+xfailed CI run's +147,992 B on both ranks is one such buffer at the peak (+24 B of scalars). So each
+iteration has two figures: ``peak_allocated``, every thread's allocations as the CPU allocator saw them, and
+``peak_allocated_step_thread``, the allocations and frees made on the thread that ran the step (the one of
+the ``memgraph_iteration_*`` ranges), which leaves out the worker threads' collective buffers, deterministic
+from run to run. The second is what the prediction (collectives without gloo's staging) is compared with;
+the first exceeds it by at most the flat buffers the worker threads hold at once.
+
+A second gloo effect makes a rank read high: frees the profiler never sees. A collective's Work holds its
+tensors (a functional all-reduce's output, an all-gather's output, a scatter's chunks); gloo's worker runs it
+under the caller's thread-local state (``AsyncWork::execute``, which restores the profiler's state) and then
+drops its reference after leaving it (``ProcessGroupGloo::runLoop``: ``workInProgress_[workerIndex].reset()``).
+When the step thread has already let go of those tensors, that reset frees them on the worker thread
+outside the profiler, and c10's ``ProfiledCPUMemoryReporter::Delete`` reports nothing: the measured running
+total keeps those bytes until the end. Measured (tiny-llama, tp, 2 ranks): in some runs one rank's steady
+peak read 16,384 or 32,768 bytes high ([2, 32, 64] all-reduce outputs) or 256,000 ([128, 500] gathered
+logits), the other rank exact. Which rank and how many depends on scheduling. Every rank deletes the whole
+run and collects garbage inside the profile, so the running total at the end (``unreported_free_bytes``,
+per rank) is what was freed without being reported: the bound on how far that rank's figures read high.
 """
 
 from __future__ import annotations
@@ -31,6 +49,8 @@ import os
 import socket
 import tempfile
 from pathlib import Path
+
+import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions
@@ -75,7 +95,8 @@ def measure_cpu_distributed(spec: ModelSpec, opts: TrainingOptions) -> dict:
         ranks = [json.loads(Path(folder, f"rank{r}.json").read_text()) for r in range(opts.nproc)]
     return {"optimizer_impl": ranks[0]["optimizer_impl"], "backend": "gloo", "world_size": opts.nproc,
             "iterations": ranks[0]["iterations"],
-            "ranks": [{"rank": r, "iterations": rank["iterations"]} for r, rank in enumerate(ranks)]}
+            "ranks": [{"rank": r, "iterations": rank["iterations"], "unreported_free_bytes": rank["unreported_free_bytes"]}
+                      for r, rank in enumerate(ranks)]}
 
 
 def _rank_main(rank: int, spec: ModelSpec, opts: TrainingOptions, env: dict, folder: str) -> None:
@@ -97,7 +118,7 @@ def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
     model wrapped (and the optimizer partitioned) by the trace's own :class:`DistributedRun`."""
     from torch.profiler import record_function
 
-    from memgraph.cpu_profiler import memory_profile
+    from memgraph.cpu_profiler import cpu_memory_events, memory_profile
     from memgraph.measure.cpu import _per_iteration
     from memgraph.measure.real_step import build_run, run_iteration
     from memgraph.trace.distributed import DistributedRun
@@ -110,7 +131,38 @@ def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
             with record_function(f"memgraph_iteration_{it}"):
                 run_iteration(run)
         del run
-    return {"optimizer_impl": impl, "iterations": _per_iteration(prof, opts.iterations)}
+        gc.collect()
+    iterations = _per_iteration(prof, opts.iterations)
+    for figures, step_thread in zip(iterations, _step_thread_peaks(prof, opts.iterations)):
+        figures["peak_allocated_step_thread"] = step_thread
+    unreported = sum(b for _, b in cpu_memory_events(prof))  # everything was deleted: what was never seen freed
+    return {"optimizer_impl": impl, "iterations": iterations, "unreported_free_bytes": unreported}
+
+
+def _step_thread_peaks(prof, iterations: int) -> list[int]:
+    """Per iteration, the peak of the allocations and frees made on the thread that ran the step (gloo's worker
+    threads left out: their buffers are allocated and freed on the worker, see the module docstring)."""
+    from memgraph.cpu_profiler import MEMORY_EVENT
+    from memgraph.private_api import kineto_events
+
+    events = list(kineto_events(prof))
+    ranges = {int(e.name().rsplit("_", 1)[1]): (e.start_ns(), e.end_ns(), e.start_thread_id())
+              for e in events if e.name().startswith("memgraph_iteration_")}
+    thread = ranges[1][2]
+    memory = sorted(((e.start_ns(), e.nbytes()) for e in events
+                     if e.name() == MEMORY_EVENT and e.device_type() == torch.autograd.DeviceType.CPU
+                     and e.start_thread_id() == thread), key=lambda m: m[0])  # stable: cpu_memory_events' order
+    peaks = []
+    for it in range(1, iterations + 1):
+        lo, hi, _ = ranges[it]
+        cur = sum(b for t, b in memory if t < lo)
+        peak = cur
+        for t, b in memory:
+            if lo <= t <= hi:
+                cur += b
+                peak = max(peak, cur)
+        peaks.append(peak)
+    return peaks
 
 
 __all__ = ["free_port", "measure_cpu_distributed", "measure_rank"]

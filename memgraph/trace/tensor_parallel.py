@@ -25,6 +25,15 @@ import torch.nn as nn
 
 from memgraph.errors import MemgraphError
 
+# parallelize_module / distribute_tensor(src_data_rank=None): each rank takes its shard of its own full tensor, no
+# scatter or broadcast from rank 0 (torch 2.13 torch/distributed/tensor/_api.py distribute_tensor). Every rank
+# builds the same weights (same seed), so the values are those the scatter would send; only a setup-time
+# transient differs: the scatter source's contiguous copy of every chunk (rank 0, freed before the first step).
+# Under gloo that copy is held by the scatter's Work, and when a gloo worker thread drops the last reference
+# (ProcessGroupGloo::runLoop's workInProgress_[i].reset(), after AsyncWork::execute has restored the thread's
+# state) the free happens outside the profiler and never reaches the measured figures: rank 0 of a gloo TP
+# measurement then read 16,384 to 24,576 bytes high, varying between runs (measure/distributed.py).
+SRC_DATA_RANK = None
 PLAN_ATTRIBUTE = "base_model_tp_plan"  # transformers' PretrainedConfig attribute
 STYLES = ("colwise", "rowwise")  # the plan values applied; others (packed, MoE, gather) are refused
 
@@ -122,7 +131,7 @@ def parallelize(model: nn.Module, mesh, sequence_parallel: bool = False) -> tupl
     from torch.distributed.tensor.parallel import parallelize_module
 
     plan = tp_plan(model, sequence_parallel)
-    model = parallelize_module(model, mesh, plan)
+    model = parallelize_module(model, mesh, plan, src_data_rank=SRC_DATA_RANK)
     return model, len(plan), replicate_the_rest(model, mesh)
 
 
@@ -139,7 +148,8 @@ def replicate_the_rest(model: nn.Module, mesh) -> int:
             return
         for pname, p in list(module.named_parameters(recurse=False)):
             if not isinstance(p, DTensor):
-                module.register_parameter(pname, nn.Parameter(distribute_tensor(p, device_mesh, [Replicate()]),
+                module.register_parameter(pname, nn.Parameter(distribute_tensor(p, device_mesh, [Replicate()],
+                                                                                src_data_rank=SRC_DATA_RANK),
                                                               requires_grad=p.requires_grad))
 
     def inputs(module, args, device_mesh):
