@@ -920,6 +920,32 @@ class _MetaDeviceHandle:
 _META_DEVICE_HANDLE = _MetaDeviceHandle()
 
 
+# --------------------------------------------------------------------------------------------
+# dtensor_sharding_cache
+#   for: tracing another rank of a --strategy tp run in the same process (memgraph/trace/ranks.py): DTensor's
+#   sharding propagator caches each op's output sharding, including the local shapes of view ops, keyed by the
+#   op's schema and not by the rank, twice: in Python (torch 2.13 torch/distributed/tensor/_sharding_prop.py:
+#   ShardingPropagator.propagate_op_sharding is a LocalLRUCache of propagate_op_sharding_non_cached) and in the
+#   C++ dispatch fast path. torch/distributed/tensor/debug/__init__.py clears both
+#   (_clear_python_sharding_prop_cache, _clear_fast_path_sharding_prop_cache). With a dimension that does
+#   not divide by the ranks, rank 1 would otherwise reuse rank 0's local shapes.
+# --------------------------------------------------------------------------------------------
+@_guard("dtensor_sharding_cache", "torch", "torch 2.13.0, torch/distributed/tensor/debug/__init__.py")
+def _check_dtensor_sharding_cache():
+    from torch.distributed.tensor import debug
+
+    return _missing(debug, "_clear_python_sharding_prop_cache", "_clear_fast_path_sharding_prop_cache")
+
+
+def clear_dtensor_sharding_cache() -> None:
+    """Forget DTensor's cached shardings (they hold the local shapes of the rank that computed them)."""
+    require("dtensor_sharding_cache")
+    from torch.distributed.tensor import debug
+
+    debug._clear_python_sharding_prop_cache()
+    debug._clear_fast_path_sharding_prop_cache()
+
+
 def fake_store():
     """The store of PyTorch's fake process group (``dist.init_process_group("fake", store=...)``)."""
     require("fake_distributed")

@@ -22,8 +22,8 @@ B, S, H = 2, 32, 64  # batch, sequence, hidden
 PARAMETERS = 202_048
 
 
-def _trace(**options):
-    return analyze_traced(LLAMA, TrainingOptions(seq_len=S, batch_size=B, target="cpu", **options))
+def _trace(model=LLAMA, **options):
+    return analyze_traced(model, TrainingOptions(seq_len=S, batch_size=B, target="cpu", **options))
 
 
 def _parameters(trace) -> dict[str, tuple]:
@@ -166,3 +166,19 @@ def test_hsdp_shards_within_a_node_only():
     assert hsdp.static["gradients"] == PARAMETERS // 2 * F32
     assert _parameters(trace)["model.layers.0.self_attn.q_proj.weight"] == (32, 64)
     assert any(note.startswith("HSDP: fully_shard on a (replicate=2, shard=2)") for note in hsdp.notes)
+
+
+# -- per rank under tensor parallelism: a vocabulary that does not divide by the ranks ----------------------
+def test_uneven_vocabulary_makes_two_tp_rank_groups():
+    # vocabulary 1001 on 2 ranks: DTensor shards as torch.chunk does, 501 rows to rank 0 and 500 to rank 1, for
+    # the embedding (RowwiseParallel, rows) and the head (ColwiseParallel, output rows); each rank is traced
+    r, _ = _trace(model="tests/configs/tiny-llama-vocab-1001.json", nproc=2, strategy="tp")
+    assert [g["ranks"] for g in r.ranks] == [[0], [1]]
+    rank0, rank1 = (g["static"] for g in r.ranks)
+    assert rank0 == r.static  # rank 0's group is the report's figures
+    row = H * F32  # one vocabulary row of 64 floats, 256 bytes
+    assert rank0["parameters"] - rank1["parameters"] == 2 * row  # the embedding's and the head's extra row
+    # gradients: the head's extra row only; the embedding's gradient is the whole 1001 x 64 table on both ranks
+    # (DTensor's embedding backward, see test_distributed_tp.py)
+    assert rank0["gradients"] - rank1["gradients"] == row
+    assert rank0["optimizer_state"] - rank1["optimizer_state"] == 2 * 2 * row  # exp_avg + exp_avg_sq

@@ -13,7 +13,8 @@ from memgraph.measure.memory_guard import check_cpu_measurement_fits
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
 
-TINY = {"tiny-llama": "tests/configs/tiny-llama.json", "tiny-gpt2": "tests/configs/tiny-gpt2.json"}
+TINY = {"tiny-llama": "tests/configs/tiny-llama.json", "tiny-gpt2": "tests/configs/tiny-gpt2.json",
+        "tiny-llama-vocab-1001": "tests/configs/tiny-llama-vocab-1001.json"}
 # The issue's tolerance: the per-rank cpu prediction within 2% of the real two-process gloo run. Measured
 # (torch 2.13.0, transformers 5.23, -s 32 -b 2, AdamW, fp32): the prediction is 4 to 72 bytes below the
 # measurement out of 2.4 to 4.9 MB (under 0.003%): the real run also allocates 0-dim CPU tensors the meta
@@ -40,8 +41,11 @@ TOLERANCE = 0.02
     # without unseen frees (one fsdp+tp run: rank 0 +384,016 B in the steady state with 416,784 B unseen)
     ("tiny-llama", {"strategy": "fsdp+tp", "tp_size": 2, "nproc": 4}),
     ("tiny-llama", {"strategy": "fsdp", "nnodes": 2, "nproc": 4}),
+    # ranks that differ: 1001 vocabulary rows give rank 0 501 and rank 1 500 of the embedding and the head;
+    # each rank is compared with its own trace (measured: rank 1 8 B above its prediction)
+    ("tiny-llama-vocab-1001", {"strategy": "tp"}),
 ], ids=["tiny-llama-ddp", "tiny-gpt2-ddp", "tiny-llama-fsdp", "tiny-gpt2-fsdp", "tiny-llama-tp", "tiny-llama-tp-sp",
-        "tiny-llama-fsdp+tp", "tiny-llama-hsdp"])
+        "tiny-llama-fsdp+tp", "tiny-llama-hsdp", "tiny-llama-vocab-1001-tp"])
 def test_per_rank_prediction_matches_gloo_processes(model, options):
     options = {"nproc": 2, **options}
     opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", **options)
@@ -51,9 +55,12 @@ def test_per_rank_prediction_matches_gloo_processes(model, options):
     assert [r["rank"] for r in record["ranks"]] == list(range(n))
     assert record["iterations"] == record["ranks"][0]["iterations"]  # the top-level figures are rank 0's
     predicted = analyze(TINY[model], opts)
-    assert [g["ranks"] for g in predicted.ranks] == [list(range(n))]  # every rank stores the same shapes
-    for index, p in enumerate((predicted.first_iteration_peak.bytes, predicted.steady_state_peak.bytes)):
+    uneven = model == "tiny-llama-vocab-1001"
+    assert [g["ranks"] for g in predicted.ranks] == ([[0], [1]] if uneven else [list(range(n))])
+    group = {r: g for g in predicted.ranks for r in g["ranks"]}
+    for index, key in enumerate(("first_iteration_peak", "steady_state_peak")):
         for rank in record["ranks"]:
+            p = group[rank["rank"]][key]  # this rank's own prediction
             figures, lost = rank["iterations"][index], rank["unreported_free_bytes"]
             real = figures["peak_allocated_step_thread"]
             assert 0 <= lost and real <= figures["peak_allocated"], (index + 1, rank)

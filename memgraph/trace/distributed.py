@@ -42,7 +42,7 @@ from memgraph.errors import MemgraphError
 from memgraph.facts.nccl import nccl_buffers
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.options import FSDP_STRATEGIES, TP_STRATEGIES, TrainingOptions
-from memgraph.private_api import distributed_on_meta, fake_store
+from memgraph.private_api import clear_dtensor_sharding_cache, distributed_on_meta, fake_store
 from memgraph.trace.event_log import Origin, Role
 from memgraph.trace.recorder import Recorder
 from memgraph.units import human_bytes
@@ -149,6 +149,8 @@ class DistributedRun:
             raise MemgraphError("--strategy needs its own (fake) process group, but torch.distributed is already "
                                 "initialised in this process: run memgraph in a process of its own")
         dist.init_process_group("fake", store=fake_store(), rank=self.rank, world_size=self.nproc)
+        if self.strategy in TP_STRATEGIES:  # DTensor's cached shardings hold another rank's local shapes
+            clear_dtensor_sharding_cache()
         try:
             patches = distributed_on_meta(self._allocated, self._freed)
             patches.__enter__()
