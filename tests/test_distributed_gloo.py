@@ -44,8 +44,11 @@ TOLERANCE = 0.02
     # ranks that differ: 1001 vocabulary rows give rank 0 501 and rank 1 500 of the embedding and the head;
     # each rank is compared with its own trace (measured: rank 1 8 B above its prediction)
     ("tiny-llama-vocab-1001", {"strategy": "tp"}),
+    # ZeroRedundancyOptimizer's partitions differ (rank 0 holds 516 bytes more AdamW state; measured: each rank
+    # 12 B above its own first-iteration prediction, 0 and 64 B in the steady state with 256 and 64 B unseen)
+    ("tiny-llama", {"strategy": "zero1"}),
 ], ids=["tiny-llama-ddp", "tiny-gpt2-ddp", "tiny-llama-fsdp", "tiny-gpt2-fsdp", "tiny-llama-tp", "tiny-llama-tp-sp",
-        "tiny-llama-fsdp+tp", "tiny-llama-hsdp", "tiny-llama-vocab-1001-tp"])
+        "tiny-llama-fsdp+tp", "tiny-llama-hsdp", "tiny-llama-vocab-1001-tp", "tiny-llama-zero1"])
 def test_per_rank_prediction_matches_gloo_processes(model, options):
     options = {"nproc": 2, **options}
     opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", **options)
@@ -55,7 +58,7 @@ def test_per_rank_prediction_matches_gloo_processes(model, options):
     assert [r["rank"] for r in record["ranks"]] == list(range(n))
     assert record["iterations"] == record["ranks"][0]["iterations"]  # the top-level figures are rank 0's
     predicted = analyze(TINY[model], opts)
-    uneven = model == "tiny-llama-vocab-1001"
+    uneven = model == "tiny-llama-vocab-1001" or options["strategy"] == "zero1"  # the ranks store different shapes
     assert [g["ranks"] for g in predicted.ranks] == ([[0], [1]] if uneven else [list(range(n))])
     group = {r: g for g in predicted.ranks for r in g["ranks"]}
     for index, key in enumerate(("first_iteration_peak", "steady_state_peak")):
