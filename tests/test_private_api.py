@@ -95,6 +95,8 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
         else ("transformers.modeling_layers.GradientCheckpointingLayer", "__init_subclass__",
               classmethod(lambda cls, **kwargs: None), "_gradient_checkpointing_func")),
     "fake_distributed": ("torch.distributed.fsdp._fully_shard._fsdp_param", "free_storage", None, "free_storage"),
+    "dtensor_sharding_cache": ("torch.distributed.tensor.debug", "_clear_fast_path_sharding_prop_cache", None,
+                               "_clear_fast_path_sharding_prop_cache"),
 }
 
 
