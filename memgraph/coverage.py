@@ -38,8 +38,10 @@ TASK_MAPPINGS = {  # task family -> transformers.models.auto.modeling_auto mappi
     "speech-seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
     "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
 }
-# Architectures of these two families that memgraph has an input recipe for (model_spec/tasks.py).
-RECIPES = {"speech-seq2seq": {"whisper"}, "image-text-to-text": {"llava", "qwen2_vl"}}
+# Task families whose inputs memgraph derives from the config only for some architectures: a row whose recipe
+# refuses the config (model_spec/multimodal_inputs.py NoImageTextLayout, model_spec/speech_inputs.py
+# NoSpeechLayout) is skipped with the recipe's reason.
+RECIPE_TASKS = ("speech-seq2seq", "image-text-to-text")
 # A sample for the test suite: one architecture per family, one of them a mixture of experts.
 SAMPLE = {"causal-lm": ["mixtral"], "masked-lm": ["bert"], "seq2seq-lm": ["t5"],
           "sequence-classification": ["gpt2"], "image-classification": ["convnext"], "speech-seq2seq": ["whisper"]}
@@ -120,6 +122,8 @@ def _shrink(cfg, depth: int = 0) -> None:
     _shrink_vocab(cfg)
     if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
         cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's convention: the pad token
+    if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "pad_token_id", -1) is None:
+        cfg.pad_token_id = cfg.decoder_start_token_id  # shift_tokens_right needs one (Moonshine's config has none)
     for key, value in list(vars(cfg).items()):
         if isinstance(value, PretrainedConfig) and depth < 3:
             _shrink(value, depth + 1)
@@ -198,12 +202,30 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         kw["inputs"] = (f"input_ids=int64[{BATCH},{SEQ_LEN}]<{vocab}", f"labels=int64[{BATCH}]<{cfg.num_labels}")
         mtask = "causal-lm"  # a transformers head: inputs by name (options.inputs), loss from the head
     elif task == "speech-seq2seq":
-        kw.update(audio_seconds=2 * cfg.max_source_positions / 100, seq_len=None, target_len=8)
+        # Whisper takes exactly its padded 30 s (2 frames per encoder position); the others 1 s (speech_inputs.py)
+        seconds = 2 * cfg.max_source_positions / 100 if model_type == "whisper" else 1.0
+        kw.update(audio_seconds=seconds, seq_len=None, target_len=8)
     elif task == "image-text-to-text":
         kw.update(seq_len=64, images=1)
     spec = ModelSpec(name=f"{model_type} ({class_name})", source="config", task=mtask, config=cfg,
                      model_class=class_name)
     return spec, TrainingOptions(**kw)
+
+
+def _no_recipe(spec, opts) -> str:
+    """The recipe's reason when memgraph has no input layout for this config, else ''."""
+    import torch
+
+    from memgraph.model_spec.multimodal_inputs import NoImageTextLayout
+    from memgraph.model_spec.speech_inputs import NoSpeechLayout
+
+    try:
+        spec.batch(opts, torch.float32)
+    except (NoImageTextLayout, NoSpeechLayout) as e:
+        return "no input recipe: " + _one_line(e).split(": ", 1)[1]
+    except Exception:
+        return ""  # another refusal: the real run reports it
+    return ""
 
 
 def run_one(task: str, model_type: str, class_name: str) -> Row:
@@ -213,9 +235,6 @@ def run_one(task: str, model_type: str, class_name: str) -> Row:
     from memgraph import api
 
     row = Row(task, model_type, class_name, "skipped")
-    if task in RECIPES and model_type not in RECIPES[task]:
-        row.reason = "no input recipe in memgraph for this architecture's inputs"
-        return row
     if getattr(transformers, class_name, None) is None:
         row.reason = f"transformers {transformers.__version__} has no class {class_name} (extra package needed?)"
         return row
@@ -227,6 +246,11 @@ def run_one(task: str, model_type: str, class_name: str) -> Row:
             except Exception as e:
                 row.reason = "config: " + _one_line(e)
                 return row
+            if task in RECIPE_TASKS:
+                reason = _no_recipe(spec, opts)
+                if reason:
+                    row.reason = reason
+                    return row
             from memgraph.measure import run_measurement
 
             try:

@@ -15,6 +15,7 @@ from memgraph.facts.learned_positions import learned_position_limit
 from memgraph.model_spec.inputs import Batch, InputSpec
 from memgraph.model_spec.multimodal_inputs import image_text_to_text
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.speech_inputs import speech_encoder_decoder
 
 LONG = torch.int64
 # Whisper's feature extractor: 16 kHz audio, hop length 160 samples -> 100 frames per second.
@@ -113,6 +114,8 @@ def contrastive(cfg, opts, defaults, dtype) -> Batch:
 
 
 def speech_seq2seq(cfg, opts, defaults, dtype) -> Batch:
+    if getattr(cfg, "model_type", None) != "whisper":  # the others: their feature extractor (speech_inputs.py)
+        return speech_encoder_decoder(cfg, opts, defaults, dtype)
     seconds = _need(opts.audio_seconds or defaults.get("audio_seconds"), "audio length", "--audio-seconds")
     frames = round(seconds * WHISPER_FRAMES_PER_SECOND)
     expected = 2 * cfg.max_source_positions  # the conv stem halves the frames into positions
