@@ -48,6 +48,10 @@ SAMPLE = {"causal-lm": ["mixtral"], "masked-lm": ["bert"], "seq2seq-lm": ["t5"],
 
 TOLERANCE = 0.01  # 1% of the real CPU peak: the cpu target is exact on dense models, the rest is allocator rounding
 SEQ_LEN, IMAGE_SIZE, BATCH = 16, 32, 1
+# Image classification takes 2 images: a CNN brings a 32-px image down to 1x1 before its last BatchNorm, which in
+# training refuses one value per channel (torch/nn/functional.py _verify_batch_size: "Expected more than 1 value
+# per channel when training"); two images give it two.
+IMAGE_BATCH = 2
 PER_MODEL_SECONDS = 90
 
 # -- tiny configs -------------------------------------------------------------------------------------
@@ -103,7 +107,8 @@ def _shrink(cfg, depth: int = 0) -> None:
         cfg.num_key_value_heads = KV_HEADS
     if isinstance(getattr(cfg, "head_dim", None), int):
         cfg.head_dim = HIDDEN // HEADS
-    for key in ("hidden_sizes", "depths", "num_heads", "embed_dims", "layer_types", "block_types", "mlp_only_layers"):
+    for key in ("hidden_sizes", "depths", "num_heads", "num_attention_heads", "embed_dims", "layer_types",
+                "block_types", "mlp_only_layers"):
         cur = getattr(cfg, key, None)
         if isinstance(cur, (list, tuple)) and cur:
             try:
@@ -111,7 +116,7 @@ def _shrink(cfg, depth: int = 0) -> None:
                     setattr(cfg, key, [min(int(v), 16 * 2 ** i) for i, v in enumerate(cur)])
                 elif key == "depths":
                     setattr(cfg, key, [1 for _ in cur])
-                elif key == "num_heads":
+                elif key in ("num_heads", "num_attention_heads"):
                     setattr(cfg, key, [min(int(v), 2) for v in cur])
                 elif old_layers and len(cur) == old_layers:
                     setattr(cfg, key, list(cur[:LAYERS]))
@@ -119,6 +124,7 @@ def _shrink(cfg, depth: int = 0) -> None:
                 pass
     if isinstance(getattr(cfg, "patch_size", None), int) and cfg.patch_size > 8 and getattr(cfg, "image_size", None):
         cfg.patch_size = 8
+    _keep_valid(cfg)
     _shrink_vocab(cfg)
     if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
         cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's convention: the pad token
@@ -127,6 +133,29 @@ def _shrink(cfg, depth: int = 0) -> None:
     for key, value in list(vars(cfg).items()):
         if isinstance(value, PretrainedConfig) and depth < 3:
             _shrink(value, depth + 1)
+
+
+GROUP_NORM_GROUPS = 4  # the tiny widths (16 * 2**i, bottlenecks of a quarter) are multiples of 4
+
+
+def _keep_valid(cfg) -> None:
+    """Constraints the shrunk sizes must still meet, generically by attribute name:
+
+    - ``num_groups`` (GroupNorm groups, BiT's 32): every tiny width must divide into them (torch GroupNorm:
+      "num_channels must be divisible by num_groups"), so at most :data:`GROUP_NORM_GROUPS`, a divisor of the old;
+    - ``window_size`` of hierarchical windowed attention (Swin: patches merged 2x2 after every stage of
+      ``depths``): the bias table is built for ``window_size**2`` positions, while a stage smaller than the
+      window attends over the whole stage (modeling_swin.py ``set_shift_and_window_size``), so the window must
+      not exceed the last stage's side: ``image_size / patch_size / 2**(stages - 1)``.
+    """
+    groups = getattr(cfg, "num_groups", None)
+    if isinstance(groups, int) and not isinstance(groups, bool) and groups > GROUP_NORM_GROUPS:
+        cfg.num_groups = math.gcd(groups, GROUP_NORM_GROUPS)
+    window, image, patch, depths = (getattr(cfg, k, None) for k in ("window_size", "image_size", "patch_size", "depths"))
+    if all(isinstance(v, int) for v in (window, image, patch)) and isinstance(depths, (list, tuple)) and depths:
+        last = max(1, image // patch >> (len(depths) - 1))
+        if window > last:
+            cfg.window_size = last
 
 
 def _shrink_vocab(cfg) -> None:
@@ -196,7 +225,7 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
     kw = dict(batch_size=BATCH, seq_len=SEQ_LEN, target="cpu", optimizer="adamw")
     mtask = {"sequence-classification": "custom-named"}.get(task, task)
     if task == "image-classification":
-        kw.update(image_size=getattr(cfg, "image_size", IMAGE_SIZE) or IMAGE_SIZE, seq_len=None)
+        kw.update(image_size=getattr(cfg, "image_size", IMAGE_SIZE) or IMAGE_SIZE, seq_len=None, batch_size=IMAGE_BATCH)
     elif task == "sequence-classification":
         vocab = getattr(cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg, "vocab_size", VOCAB)
         kw["inputs"] = (f"input_ids=int64[{BATCH},{SEQ_LEN}]<{vocab}", f"labels=int64[{BATCH}]<{cfg.num_labels}")
