@@ -124,8 +124,15 @@ def _shrink(cfg, depth: int = 0) -> None:
                 pass
     if isinstance(getattr(cfg, "patch_size", None), int) and cfg.patch_size > 8 and getattr(cfg, "image_size", None):
         cfg.patch_size = 8
+    pair = getattr(cfg, "image_size", None)
+    if isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(v, int) and v > IMAGE_SIZE for v in pair):
+        cfg.image_size = type(pair)([IMAGE_SIZE, IMAGE_SIZE])  # InternVL's (448, 448)
+        patch = getattr(cfg, "patch_size", None)
+        if isinstance(patch, (list, tuple)) and len(patch) == 2 and all(isinstance(v, int) and v > 8 for v in patch):
+            cfg.patch_size = type(patch)([8, 8])
     _keep_valid(cfg)
     _shrink_vocab(cfg)
+    _shrink_mrope(cfg)
     if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
         cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's convention: the pad token
     if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "pad_token_id", -1) is None:
@@ -133,6 +140,40 @@ def _shrink(cfg, depth: int = 0) -> None:
     for key, value in list(vars(cfg).items()):
         if isinstance(value, PretrainedConfig) and depth < 3:
             _shrink(value, depth + 1)
+    if depth == 0 and hasattr(cfg, "get_text_config"):
+        text = cfg.get_text_config()
+        if text is not cfg and isinstance(getattr(text, "vocab_size", None), int):
+            _remap_tokens(cfg, text.vocab_size)  # LLaVA's image_token_id 32000 lives beside a shrunk text vocab
+        vision = getattr(cfg, "vision_config", None)
+        if isinstance(getattr(vision, "out_hidden_size", None), int) and isinstance(getattr(text, "hidden_size", None), int):
+            vision.out_hidden_size = text.hidden_size  # the vision merger's output feeds the text model (GLM-4V)
+        side = [getattr(vision, k, None) for k in ("image_size", "patch_size")]
+        tokens = getattr(cfg, "mm_tokens_per_image", None)
+        if all(isinstance(v, int) for v in side) and isinstance(tokens, int) and tokens > (side[0] // side[1]) ** 2:
+            # Gemma 3 average-pools the patch grid to sqrt(mm_tokens_per_image) per side (modeling_gemma3.py
+            # Gemma3MultiModalProjector: kernel = patches_per_side // tokens_per_side), which must stay >= 1
+            cfg.mm_tokens_per_image = (side[0] // side[1]) ** 2
+
+
+QWEN2VL_MROPE_DEFAULT = (16, 24, 24)  # modeling_qwen2_vl.py: rope_parameters.get("mrope_section", [16, 24, 24])
+
+
+def _shrink_mrope(cfg) -> None:
+    """Multimodal rotary sections (Qwen2-VL's ``mrope_section`` [16, 24, 24]: temporal, height, width) must sum
+    to half the head dim (modeling_qwen2_vl.py apply_multimodal_rotary_pos_emb splits cos/sin by them, twice):
+    scaled to the tiny head dim, proportions kept."""
+    head_dim = getattr(cfg, "head_dim", None) or (HIDDEN // HEADS)
+    for key in ("rope_parameters", "rope_scaling"):
+        rope = getattr(cfg, key, None)
+        sections = rope.get("mrope_section") if isinstance(rope, dict) else None
+        if sections is None and isinstance(rope, dict) and "mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ()):
+            sections = list(QWEN2VL_MROPE_DEFAULT)  # the model's default when the config has none
+        if not isinstance(sections, list) or not sections or sum(sections) == head_dim // 2:
+            continue
+        total, half = sum(sections), head_dim // 2
+        new = [max(1, v * half // total) for v in sections]
+        new[-1] += half - sum(new)
+        rope["mrope_section"] = new
 
 
 GROUP_NORM_GROUPS = 4  # the tiny widths (16 * 2**i, bottlenecks of a quarter) are multiples of 4
@@ -163,19 +204,34 @@ def _shrink_vocab(cfg) -> None:
     if not isinstance(vocab, int) or vocab <= VOCAB:
         return
     cfg.vocab_size = VOCAB
-    taken = VOCAB - 1
+    _remap_tokens(cfg, VOCAB)
+
+
+def _remap_tokens(cfg, vocab: int) -> None:
+    """Special token ids of ``cfg`` at or past ``vocab`` moved to the top of the vocabulary, distinct ones."""
+    used = set()
+    for key, value in vars(cfg).items():
+        if key.endswith(("token_id", "token_index", "token_ids")):
+            used.update(v for v in (value if isinstance(value, list) else [value]) if isinstance(v, int))
+    taken = vocab - 1
+    while taken in used:
+        taken -= 1
     for key, value in list(vars(cfg).items()):
         if not (key.endswith("token_id") or key.endswith("token_index") or key.endswith("token_ids")):
             continue
-        if isinstance(value, int) and value >= VOCAB:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= vocab:
             setattr(cfg, key, taken)
             taken -= 1
-        elif isinstance(value, list) and any(isinstance(v, int) and v >= VOCAB for v in value):
+            while taken in used:
+                taken -= 1
+        elif isinstance(value, list) and any(isinstance(v, int) and v >= vocab for v in value):
             new = []
             for v in value:
-                if isinstance(v, int) and v >= VOCAB:
+                if isinstance(v, int) and v >= vocab:
                     new.append(taken)
                     taken -= 1
+                    while taken in used:
+                        taken -= 1
                 else:
                     new.append(v)
             setattr(cfg, key, new)
@@ -235,7 +291,11 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         seconds = 2 * cfg.max_source_positions / 100 if model_type == "whisper" else 1.0
         kw.update(audio_seconds=seconds, seq_len=None, target_len=8)
     elif task == "image-text-to-text":
-        kw.update(seq_len=64, images=1)
+        from memgraph.model_spec.multimodal_inputs import layout_of
+
+        # a grid (Qwen2-VL-style) model has no native size: 56 px is the smallest side its processor makes
+        # (min_pixels 56*56, smart_resize), a 4x4 grid of 14-px patches, 4 visual tokens after the 2x2 merge
+        kw.update(seq_len=64, images=1, image_size=56 if layout_of(cfg) == "grid" else None)
     spec = ModelSpec(name=f"{model_type} ({class_name})", source="config", task=mtask, config=cfg,
                      model_class=class_name)
     return spec, TrainingOptions(**kw)

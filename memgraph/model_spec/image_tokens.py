@@ -15,16 +15,29 @@ only, so it holds for any width, and a fixed-size vision tower has no value-depe
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import inspect
 import json
+from dataclasses import dataclass
 
 import torch
 
 from memgraph.errors import MemgraphError
 
 
-def image_tokens_per_image(cfg, channels: int, height: int, width: int) -> int:
+@dataclass(frozen=True)
+class ImageProbe:
+    """What one image takes: its text tokens, the rank of ``pixel_values`` the model reads (4: ``[images, C, H,
+    W]``; 5: ``[samples, images, C, H, W]``, Idefics 2/3 and SmolVLM) and whether it needs ``image_sizes``."""
+
+    tokens: int
+    rank: int = 4
+    image_sizes: bool = False
+
+
+def image_tokens_per_image(cfg, channels: int, height: int, width: int) -> ImageProbe:
     """Text tokens one ``channels x height x width`` image takes (the feature rows ``get_image_features`` gives)."""
     try:
         key = cfg.to_json_string(use_diff=False)
@@ -34,7 +47,7 @@ def image_tokens_per_image(cfg, channels: int, height: int, width: int) -> int:
 
 
 @functools.lru_cache(maxsize=32)
-def _cached(key: str, config_class, channels: int, height: int, width: int) -> int:
+def _cached(key: str, config_class, channels: int, height: int, width: int) -> ImageProbe:
     return _probe(config_class.from_dict(json.loads(key)), channels, height, width)
 
 
@@ -49,19 +62,42 @@ def model_class_for(cfg):
     return getattr(transformers, name, None) if name else None
 
 
-def _probe(cfg, channels: int, height: int, width: int) -> int:
+def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
+    """Ask ``get_image_features`` on meta: first ``[1, C, H, W]``, then ``[1, 1, C, H, W]`` for models that take
+    the images of a sample together; ``image_sizes`` ``[[H, W]]`` where it is a required argument (Mistral 3,
+    LightOnOCR: the Pixtral tower crops each image to its size; a CPU tensor, as its values are read)."""
     cls = model_class_for(cfg)
     what = f"{getattr(cfg, 'model_type', '?')}'s image tokens per {height}x{width} image"
     if cls is None or not hasattr(cls, "get_image_features"):
         raise MemgraphError(f"cannot count {what}: the model has no get_image_features; describe the inputs with --input")
     hidden = cfg.get_text_config().hidden_size
+    param = inspect.signature(cls.get_image_features).parameters.get("image_sizes")
+    sizes = param is not None and param.default is inspect.Parameter.empty
+    extra = {"image_sizes": torch.tensor([[height, width]])} if sizes else {}
     try:
         with torch.device("meta"):
             model = cls(copy.deepcopy(cfg))
-            out = model.get_image_features(pixel_values=torch.empty(1, channels, height, width))
     except Exception as e:
-        raise MemgraphError(f"cannot count {what}: get_image_features on one meta image failed "
-                            f"({type(e).__name__}: {str(e)[:160]}); describe the inputs with --input") from e
+        raise MemgraphError(f"cannot count {what}: building it on meta failed ({type(e).__name__}: {str(e)[:160]})") from e
+    errors = []
+    # Idefics 3 / SmolVLM keep the images that are not all padding (``nonzero`` of a per-image test); the probe's
+    # image is real, which is what meta's nonzero assumes with this flag (torch/fx/experimental/_config.py)
+    assume = torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True) \
+        if hasattr(torch.fx.experimental._config, "meta_nonzero_assume_all_nonzero") else contextlib.nullcontext()
+    for rank in (4, 5):
+        shape = (1,) * (rank - 3) + (channels, height, width)
+        try:
+            with torch.device("meta"), assume:
+                out = model.get_image_features(pixel_values=torch.empty(shape), **extra)
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {str(e)[:120]}")
+            continue
+        return ImageProbe(_rows(out, hidden, what), rank, sizes)
+    raise MemgraphError(f"cannot count {what}: get_image_features on one meta image failed ({' / '.join(errors)}); "
+                        "describe the inputs with --input")
+
+
+def _rows(out, hidden: int, what: str) -> int:
     features = getattr(out, "pooler_output", None)
     if features is None:
         features = out if isinstance(out, (torch.Tensor, list, tuple)) else getattr(out, "last_hidden_state", None)
@@ -73,4 +109,4 @@ def _probe(cfg, channels: int, height: int, width: int) -> int:
     return numel // hidden
 
 
-__all__ = ["image_tokens_per_image", "model_class_for"]
+__all__ = ["ImageProbe", "image_tokens_per_image", "model_class_for"]

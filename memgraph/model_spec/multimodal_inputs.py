@@ -208,7 +208,8 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
         )
     channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", None) or 3
     b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
-    per_image = image_tokens_per_image(cfg, channels, h, w)
+    probe = image_tokens_per_image(cfg, channels, h, w)
+    per_image = probe.tokens
     need = 1 + n * (per_image + 1)
     if seq < need:
         raise _too_short(seq, need, f"{n} image(s) of {per_image} tokens")
@@ -227,10 +228,12 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     labels = ids.masked_fill(image_mask, IGNORE_INDEX)
     inputs = [
         _known("input_ids", ids),
-        InputSpec("pixel_values", (b * n, channels, h, w), dtype),
+        InputSpec("pixel_values", (b * n, channels, h, w) if probe.rank == 4 else (b, n, channels, h, w), dtype),
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
         _known("labels", labels),
     ]
+    if probe.image_sizes:  # the processor's (height, width) of each image after its resize
+        inputs.append(_known("image_sizes", torch.tensor([[h, w]] * (b * n), dtype=LONG)))
     if _takes(cfg, "token_type_ids"):
         # Gemma 3 / PaliGemma processors: token_type_ids 1 on the image tokens (models/gemma3/processing_gemma3.py
         # ``mm_token_type_ids[array_ids == self.image_token_id] = 1``); Gemma 3 requires them in training
