@@ -4,11 +4,12 @@ A speech encoder-decoder of transformers (``MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_N
 ``decoder_input_ids`` and an audio input, ``input_features`` (log-mel frames: Speech2Text, SeamlessM4T, Canary,
 Cohere ASR) or ``input_values`` (the waveform: SpeechT5, Moonshine), gets:
 
-- the audio input and its ``attention_mask`` exactly as the feature extractor transformers names for the model type
+- the audio input (and its ``attention_mask`` where the clip leaves some of it padding) exactly as the feature extractor transformers names for the model type
   (``FEATURE_EXTRACTOR_MAPPING_NAMES``) makes them from ``--audio-seconds`` of audio at its ``sampling_rate``,
   built with its defaults (the ``feature_size`` set to the config's ``num_mel_bins`` where the config has one):
   the frame count, stride stacking (SeamlessM4T: 2 frames of 80 bins -> 160 values) and padding are the
-  extractor's own, not a formula copied from it. The waveform is silence; only its shapes matter;
+  extractor's own, not a formula copied from it. The waveform is a 440 Hz tone; only its shapes matter (an all-ones ``attention_mask``
+  is left out, as the models treat a missing one);
 - ``labels`` ``[batch, --target-len]`` of token ids below the decoder's vocabulary; the model shifts them right
   behind ``decoder_start_token_id`` into its decoder inputs and takes cross-entropy, as in training.
 
@@ -84,8 +85,9 @@ def speech_encoder_decoder(cfg, opts, defaults: dict, dtype: torch.dtype) -> Bat
     rate = int(getattr(extractor, "sampling_rate", 16000))
     import numpy as np
 
-    made = extractor(np.zeros(max(1, round(seconds * rate)), dtype=np.float32), sampling_rate=rate,
-                     return_tensors="pt")
+    t = np.arange(max(1, round(seconds * rate)), dtype=np.float32) / rate
+    wave = (0.1 * np.sin(2 * np.pi * 440.0 * t)).astype(np.float32)  # a tone: silence divides by a zero std
+    made = extractor(wave, sampling_rate=rate, return_tensors="pt")
     if audio not in made:
         raise NoSpeechLayout(f"{type(extractor).__name__} makes {', '.join(made)} but {cls.__name__} takes {audio}")
     b = opts.batch_size
