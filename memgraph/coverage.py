@@ -119,7 +119,8 @@ def _shrink(cfg, depth: int = 0) -> None:
                 elif key in ("num_heads", "num_attention_heads"):
                     setattr(cfg, key, [min(int(v), 2) for v in cur])
                 elif old_layers and len(cur) == old_layers:
-                    setattr(cfg, key, list(cur[:LAYERS]))
+                    setattr(cfg, key, _every_kind(list(cur), LAYERS) if key in ("layer_types", "block_types")
+                            else list(cur[:LAYERS]))
             except Exception:
                 pass
     if isinstance(getattr(cfg, "patch_size", None), int) and cfg.patch_size > 8 and getattr(cfg, "image_size", None):
@@ -203,6 +204,21 @@ def _keep_valid(cfg) -> None:
         last = max(1, image // patch >> (len(depths) - 1))
         if window > last:
             cfg.window_size = last
+
+
+def _every_kind(types: list, n: int) -> list:
+    """The first ``n`` layer types, each kind of the full list kept where ``n`` allows: Qwen3.5's three linear-
+    attention layers per full-attention one would otherwise shrink to linear attention only, and its cache
+    (cache_utils.py ``get_seq_length``) needs an attention layer."""
+    out = types[:n]
+    for kind in dict.fromkeys(types):
+        if kind in out:
+            continue
+        dup = next((i for i in range(len(out) - 1, -1, -1) if out.count(out[i]) > 1), None)
+        if dup is None:
+            break
+        out[dup] = kind
+    return out
 
 
 def _shrink_vocab(cfg) -> None:

@@ -6,7 +6,8 @@ Cohere ASR) or ``input_values`` (the waveform: SpeechT5, Moonshine), gets:
 
 - the audio input (and its ``attention_mask`` where the clip leaves some of it padding) exactly as the feature extractor transformers names for the model type
   (``FEATURE_EXTRACTOR_MAPPING_NAMES``) makes them from ``--audio-seconds`` of audio at its ``sampling_rate``,
-  built with its defaults (the ``feature_size`` set to the config's ``num_mel_bins`` where the config has one):
+  built with its defaults (the ``feature_size`` set to the config's ``num_mel_bins`` where the config or its
+  encoder's sub-config has one):
   the frame count, stride stacking (SeamlessM4T: 2 frames of 80 bins -> 160 values) and padding are the
   extractor's own, not a formula copied from it. The waveform is a 440 Hz tone; only its shapes matter (an all-ones ``attention_mask``
   is left out, as the models treat a missing one);
@@ -55,13 +56,26 @@ def feature_extractor_for(cfg):
     if cls is None:
         return None
     kwargs = {}
-    bins = next((getattr(cfg, k) for k in MEL_BIN_KEYS if isinstance(getattr(cfg, k, None), int)), None)
+    bins = _mel_bins(cfg)
     if bins is not None and "feature_size" in inspect.signature(cls.__init__).parameters:
         kwargs["feature_size"] = bins
     try:
         return cls(**kwargs)
     except ImportError as e:  # e.g. an extractor that needs torchaudio or librosa
         raise NoSpeechLayout(f"{name} needs a package memgraph does not install ({str(e).strip().splitlines()[0]})")
+
+
+def _mel_bins(cfg, depth: int = 0) -> int | None:
+    """The config's mel bins: its own ``num_mel_bins``, else its audio encoder's (Canary's ``encoder_config``)."""
+    found = next((getattr(cfg, k) for k in MEL_BIN_KEYS if isinstance(getattr(cfg, k, None), int)), None)
+    if found is not None or depth > 1:
+        return found
+    for value in vars(cfg).values():
+        if hasattr(value, "to_dict") and hasattr(value, "model_type"):
+            found = _mel_bins(value, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def speech_encoder_decoder(cfg, opts, defaults: dict, dtype: torch.dtype) -> Batch:
