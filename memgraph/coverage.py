@@ -11,8 +11,14 @@ failing op or module with a one-line reason. ``reports/coverage.md`` and ``repor
 result; the shares that matter are over the architectures whose step runs for real.
 
 Skipped with the reason: architectures whose model class is missing from this transformers build, those that
-need an extra package (``requires_backends``) or remote code, and task families without an input recipe in
-memgraph for that architecture (speech and image-text models other than Whisper, LLaVA and Qwen2-VL).
+need an extra package (``requires_backends``) or remote code, and image-text or speech architectures whose config
+no input recipe of memgraph takes (model_spec/multimodal_inputs.py: a fixed-size vision tower with an image token,
+or a Qwen2-VL-style patch grid; model_spec/speech_inputs.py: a speech encoder-decoder with a feature extractor).
+
+The tiny configs keep the architectures valid where the shrink alone would break them (:func:`_keep_valid`,
+:func:`_shrink_mrope`, :func:`_every_kind`): GroupNorm groups, Swin windows, rotary sections, one layer of each
+kind, special token ids below the shrunk vocabulary, LayerDrop off (its random layer skipping differs between
+the real step and the trace).
 """
 
 from __future__ import annotations

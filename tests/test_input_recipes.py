@@ -133,3 +133,14 @@ def test_recipe_within_1_percent_of_the_real_step(task, model_type, class_name):
 def test_coverage_options_for_grid_models():
     _, opts = _spec_and_options("image-text-to-text", "qwen2_vl", "Qwen2VLForConditionalGeneration")
     assert opts.image_size == 56 and opts.images == 1
+
+
+def test_config_json_classes_find_their_recipe():
+    """`memgraph analyze config.json` picks the task from architectures[0]: image-text and speech classes by
+    transformers' auto mappings; a *ForCausalLM in the image-text mapping (Fuyu) stays a causal LM."""
+    from memgraph.model_spec.tasks import task_for_class
+
+    assert task_for_class("AyaVisionForConditionalGeneration") == "image-text-to-text"
+    assert task_for_class("Speech2TextForConditionalGeneration") == "speech-seq2seq"
+    assert task_for_class("FuyuForCausalLM") == "causal-lm"
+    assert task_for_class("NoSuchModelForConditionalGeneration") is None

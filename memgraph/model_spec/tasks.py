@@ -170,6 +170,19 @@ def task_for_class(class_name: str) -> str | None:
     for suffix, task in _CLASS_SUFFIXES:
         if class_name.endswith(suffix):
             return task
+    return _auto_mapping_task(class_name)
+
+
+def _auto_mapping_task(class_name: str) -> str | None:
+    """Image-text and speech classes by transformers' own auto mappings (their recipes take the config or refuse
+    it with the reason: multimodal_inputs.py, speech_inputs.py)."""
+    from transformers.models.auto import modeling_auto
+
+    for mapping, task in (("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "image-text-to-text"),
+                          ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "speech-seq2seq")):
+        names = getattr(modeling_auto, mapping, {}).values()
+        if any(class_name == n or (isinstance(n, (list, tuple)) and class_name in n) for n in names):
+            return task
     return None
 
 
