@@ -144,3 +144,13 @@ def test_config_json_classes_find_their_recipe():
     assert task_for_class("Speech2TextForConditionalGeneration") == "speech-seq2seq"
     assert task_for_class("FuyuForCausalLM") == "causal-lm"
     assert task_for_class("NoSuchModelForConditionalGeneration") is None
+
+
+def test_idefics3_processor_rule_by_hand():
+    """Idefics 3 reads pixel values back in get_image_features, so its count is the processor's rule
+    (processing_idefics3.py): ((32 // 8) ** 2) / 2 ** 2 = 4 tokens; images as [samples, images, C, H, W]."""
+    spec, b = _batch("idefics3", "image-text-to-text", "Idefics3ForConditionalGeneration", batch_size=2,
+                     seq_len=24, images=2)
+    assert spec.config.scale_factor == 2
+    assert b["pixel_values"].shape == (2, 2, 3, 32, 32)
+    assert (b["input_ids"].value() == spec.config.image_token_id).sum(1).tolist() == [2 * 4] * 2

@@ -79,6 +79,8 @@ def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
             model = cls(copy.deepcopy(cfg))
     except Exception as e:
         raise MemgraphError(f"cannot count {what}: building it on meta failed ({type(e).__name__}: {str(e)[:160]})") from e
+    if cfg.model_type in FAMILY_RULES:
+        return FAMILY_RULES[cfg.model_type](cfg)
     errors = []
     # Idefics 3 / SmolVLM keep the images that are not all padding (``nonzero`` of a per-image test); the probe's
     # image is real, which is what meta's nonzero assumes with this flag (torch/fx/experimental/_config.py)
@@ -95,6 +97,24 @@ def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
         return ImageProbe(_rows(out, hidden, what), rank, sizes)
     raise MemgraphError(f"cannot count {what}: get_image_features on one meta image failed ({' / '.join(errors)}); "
                         "describe the inputs with --input")
+
+
+def _idefics3(cfg) -> ImageProbe:
+    """processing_idefics3.py / processing_smolvlm.py: ``image_seq_len = int(((image_size // patch_size) ** 2) /
+    (scale_factor**2))`` (the connector's pixel shuffle); images of a sample as ``[samples, images, C, H, W]``."""
+    v = cfg.vision_config
+    return ImageProbe(int((v.image_size // v.patch_size) ** 2 / cfg.scale_factor ** 2), rank=5)
+
+
+def _idefics2(cfg) -> ImageProbe:
+    """modeling_idefics2.py Idefics2PerceiverResampler: ``resampler_n_latents`` latents per image (the processor's
+    ``image_seq_len``, processing_idefics2.py); images as ``[samples, images, C, H, W]``."""
+    return ImageProbe(int(cfg.perceiver_config.resampler_n_latents), rank=5)
+
+
+# Families whose get_image_features reads pixel values back (``any(real_images_inds)`` on the per-image padding
+# test), which meta cannot answer: the processor's own token count, from the file named in each rule.
+FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2}
 
 
 def _rows(out, hidden: int, what: str) -> int:
