@@ -58,6 +58,7 @@ SEQ_LEN, IMAGE_SIZE, BATCH = 16, 32, 1
 # training refuses one value per channel (torch/nn/functional.py _verify_batch_size: "Expected more than 1 value
 # per channel when training"); two images give it two.
 IMAGE_BATCH = 2
+IMAGE_TEXT_SEQ_LEN = 64  # room for one image's tokens (16 for 32-px images of 8-px patches) and the text around
 PER_MODEL_SECONDS = 90
 
 # -- tiny configs -------------------------------------------------------------------------------------
@@ -325,7 +326,7 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
 
         # a grid (Qwen2-VL-style) model has no native size: 56 px is the smallest side its processor makes
         # (min_pixels 56*56, smart_resize), a 4x4 grid of 14-px patches, 4 visual tokens after the 2x2 merge
-        kw.update(seq_len=64, images=1, image_size=56 if layout_of(cfg) == "grid" else None)
+        kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=1, image_size=56 if layout_of(cfg) == "grid" else None)
     spec = ModelSpec(name=f"{model_type} ({class_name})", source="config", task=mtask, config=cfg,
                      model_class=class_name)
     return spec, TrainingOptions(**kw)
@@ -459,7 +460,9 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
              f"`python -m memgraph.coverage` on torch {torch.__version__}, transformers {transformers.__version__}: "
              f"every architecture of transformers' auto mappings, built tiny from its config class's defaults "
              f"(hidden {HIDDEN}, {LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, batch {BATCH}, {SEQ_LEN} tokens, "
-             f"{IMAGE_SIZE}-px images, AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
+             f"{IMAGE_SIZE}-px images (batch {IMAGE_BATCH} for image classification; image-text models: {IMAGE_TEXT_SEQ_LEN} "
+             f"tokens, one image, 56 px for patch-grid models; speech: 1 s of audio, 30 s for Whisper, 8 target "
+             f"tokens), AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
              f"peak) and analysed for the `cpu` target. Within: |error| <= {100 * TOLERANCE:g}% of the real peak. "
              f"Sweep time {seconds / 60:.1f} min.", ""]
     if runs and len(runs) > 1:
