@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
 
@@ -84,20 +85,59 @@ def image_hw(size) -> tuple[int, int]:
     raise MemgraphError(f"image size {size!r} is not N or HxW: pass --image-size 448 or 448x672")
 
 
+class NoImageTextLayout(MemgraphError):
+    """The config matches none of the layouts below: memgraph has no input recipe for this model."""
+
+
 def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.dtype):
-    """Batch for an image-text model: LLaVA or Qwen2-VL layout, picked from the config."""
-    vision = getattr(cfg, "vision_config", None)
-    if vision is not None and hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size"):
+    """Batch for an image-text model: the grid (Qwen2-VL) or fixed-size (LLaVA) layout, picked from the config."""
+    layout = layout_of(cfg)
+    if layout == "grid":
         inputs = _qwen2_vl(cfg, opts, defaults, dtype)
-    elif vision is not None and hasattr(cfg, "vision_feature_select_strategy"):
-        inputs = _llava(cfg, opts, defaults, dtype)
+    elif layout == "fixed":
+        inputs = _fixed_size(cfg, opts, defaults, dtype)
     else:
-        raise MemgraphError(
-            f"no image-text input layout for model_type {getattr(cfg, 'model_type', '?')!r}: LLaVA-style "
-            "(vision_feature_select_strategy) and Qwen2-VL-style (spatial_merge_size) configs are supported; "
-            "describe the inputs with --input"
+        raise NoImageTextLayout(
+            f"no image-text input layout for model_type {getattr(cfg, 'model_type', '?')!r}: configs with a "
+            "vision_config of a fixed image_size and an image token id (LLaVA-style) and configs with "
+            "spatial_merge_size and temporal_patch_size (Qwen2-VL-style) are supported; describe the inputs with --input"
         )
     return Batch(tuple(inputs), {})
+
+
+def layout_of(cfg) -> str | None:
+    """``"grid"``: a vision config with ``spatial_merge_size`` and ``temporal_patch_size`` (Qwen2-VL and the
+    models built on its vision tower: pixel_values as rows of flattened patches plus ``image_grid_thw``);
+    ``"fixed"``: a vision config with an ``image_size`` and an image token id in the config (LLaVA and the
+    models whose processor resizes every image to that size); else None."""
+    vision = getattr(cfg, "vision_config", None)
+    if vision is None:
+        return None
+    if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
+            and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
+        return "grid"
+    if _native_size(vision) is not None and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
+        return "fixed"
+    return None
+
+
+def _token(cfg, *names):
+    """The first of ``names`` set on the config (or its text config) to an integer."""
+    for c in (cfg, cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg):
+        for n in names:
+            v = getattr(c, n, None)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+    return None
+
+
+def _native_size(vision) -> tuple[int, int] | None:
+    size = getattr(vision, "image_size", None)
+    if isinstance(size, int) and size > 0:
+        return size, size
+    if isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) for v in size):
+        return int(size[0]), int(size[1])
+    return None
 
 
 # -- shared pieces -----------------------------------------------------------------------------
@@ -152,22 +192,28 @@ def llava_image_tokens(cfg) -> int:
     return tokens + 1 if cfg.vision_feature_select_strategy == "full" else tokens
 
 
-def _llava(cfg, opts, defaults, dtype) -> list[InputSpec]:
+def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
+    """LLaVA's layout for any model whose processor resizes every image to the vision tower's ``image_size``;
+    the image tokens per image are the feature rows of the model's own ``get_image_features``
+    (model_spec/image_tokens.py), the formula of :func:`llava_image_tokens` for LLaVA itself."""
     vision, text = cfg.vision_config, cfg.get_text_config()
-    native = vision.image_size
+    native = _native_size(vision)
     requested = opts.image_size or defaults.get("image_size") or native
     h, w = image_hw(requested)
-    if (h, w) != (native, native):
+    if (h, w) != native:
+        size = f"{native[0]}" if native[0] == native[1] else f"{native[0]}x{native[1]}"
         raise MemgraphError(
-            f"this LLaVA's vision tower takes {native}x{native} images (its processor resizes to that); "
-            f"got --image-size {h}x{w}: pass --image-size {native}"
+            f"this {cfg.model_type} model's vision tower takes {native[0]}x{native[1]} images (its processor "
+            f"resizes to that); got --image-size {h}x{w}: pass --image-size {size}"
         )
+    channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", None) or 3
     b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
-    per_image = llava_image_tokens(cfg)
+    probe = image_tokens_per_image(cfg, channels, h, w)
+    per_image = probe.tokens
     need = 1 + n * (per_image + 1)
     if seq < need:
         raise _too_short(seq, need, f"{n} image(s) of {per_image} tokens")
-    image_id = cfg.image_token_id
+    image_id = _token(cfg, "image_token_id", "image_token_index")
     bos = getattr(text, "bos_token_id", None)
     bos = bos if isinstance(bos, int) else 1
     gen = torch.Generator().manual_seed(TEXT_SEED)
@@ -180,13 +226,27 @@ def _llava(cfg, opts, defaults, dtype) -> list[InputSpec]:
         pos += per_image + 1  # one text token (the newline after <image>) follows each image
     ids[image_mask] = image_id
     labels = ids.masked_fill(image_mask, IGNORE_INDEX)
-    channels = getattr(vision, "num_channels", 3)
-    return [
+    inputs = [
         _known("input_ids", ids),
-        InputSpec("pixel_values", (b * n, channels, native, native), dtype),
+        InputSpec("pixel_values", (b * n, channels, h, w) if probe.rank == 4 else (b, n, channels, h, w), dtype),
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
         _known("labels", labels),
     ]
+    if probe.image_sizes:  # the processor's (height, width) of each image after its resize
+        inputs.append(_known("image_sizes", torch.tensor([[h, w]] * (b * n), dtype=LONG)))
+    if _takes(cfg, "token_type_ids"):
+        # Gemma 3 / PaliGemma processors: token_type_ids 1 on the image tokens (models/gemma3/processing_gemma3.py
+        # ``mm_token_type_ids[array_ids == self.image_token_id] = 1``); Gemma 3 requires them in training
+        inputs.append(_known("token_type_ids", image_mask.to(LONG)))
+    return inputs
+
+
+def _takes(cfg, name: str) -> bool:
+    """Whether the config's image-text-to-text class names ``name`` among its forward() parameters."""
+    import inspect
+
+    cls = model_class_for(cfg)
+    return cls is not None and name in inspect.signature(cls.forward).parameters
 
 
 # -- Qwen2-VL ----------------------------------------------------------------------------------
@@ -236,14 +296,15 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
     ids = _text_ids(b * seq, text.vocab_size, _specials(cfg), gen).view(b, seq)
     image_mask = torch.zeros(b, seq, dtype=torch.bool)
     vision_tokens = torch.zeros(b, seq, dtype=torch.bool)
+    start, end = _token(cfg, "vision_start_token_id"), _token(cfg, "vision_end_token_id")
     pos = 1
     for _ in range(n):
-        ids[:, pos] = cfg.vision_start_token_id
+        ids[:, pos] = start if start is not None else ids[:, pos]
         image_mask[:, pos + 1:pos + 1 + per_image] = True
-        ids[:, pos + 1 + per_image] = cfg.vision_end_token_id
+        ids[:, pos + 1 + per_image] = end if end is not None else ids[:, pos + 1 + per_image]
         vision_tokens[:, pos:pos + per_image + 2] = True
         pos += per_image + 2
-    ids[image_mask] = cfg.image_token_id
+    ids[image_mask] = _token(cfg, "image_token_id", "image_token_index")
     labels = ids.masked_fill(vision_tokens, IGNORE_INDEX)
     channels = getattr(v, "in_channels", None) or getattr(v, "in_chans", 3)
     patch, temporal = _one(v.patch_size), _one(v.temporal_patch_size)
@@ -258,4 +319,4 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
     ]
 
 
-__all__ = ["KnownInput", "image_text_to_text", "image_hw", "smart_resize", "qwen2_vl_grid", "llava_image_tokens"]
+__all__ = ["KnownInput", "NoImageTextLayout", "image_text_to_text", "layout_of", "image_hw", "smart_resize", "qwen2_vl_grid", "llava_image_tokens"]

@@ -63,7 +63,7 @@ def _from_config_object(cfg) -> ModelSpec:
     task = task_for_class(cls)
     if task is None:
         raise MemgraphError(f"no training task known for {cls!r}; supported heads: *ForCausalLM, *LMHeadModel, "
-                            "*ForMaskedLM, *ForImageClassification, T5/Bart/Whisper, CLIP/SigLIP, LLaVA/Qwen2-VL")
+                            "*ForMaskedLM, *ForImageClassification, T5/Bart/Whisper, CLIP/SigLIP, image-text-to-text and speech-seq2seq classes of transformers' auto mappings")
     return ModelSpec(name=f"{cfg.model_type} ({cls})", source="config", task=task, config=copy.deepcopy(cfg),
                      model_class=cls)
 

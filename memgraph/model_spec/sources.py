@@ -164,7 +164,7 @@ def _from_config_path(path: Path) -> ModelSpec:
             f"config {str(file)!r}: no training task known for {cls!r}; supported heads: *ForCausalLM, "
             "*LMHeadModel, *ForMaskedLM, *ForSequenceClassification, *ForTokenClassification, *ForQuestionAnswering, "
             "*ForImageClassification, T5/Bart/Whisper, "
-            "CLIP/SigLIP, LLaVA/Qwen2-VL"
+            "CLIP/SigLIP, image-text-to-text and speech-seq2seq classes of transformers' auto mappings"
         )
     return ModelSpec(name=str(file), source="config", task=task, config=_make_config(data, str(file)),
                      model_class=cls)

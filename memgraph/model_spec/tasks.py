@@ -15,6 +15,7 @@ from memgraph.facts.learned_positions import learned_position_limit
 from memgraph.model_spec.inputs import Batch, InputSpec
 from memgraph.model_spec.multimodal_inputs import image_text_to_text
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.speech_inputs import speech_encoder_decoder
 
 LONG = torch.int64
 # Whisper's feature extractor: 16 kHz audio, hop length 160 samples -> 100 frames per second.
@@ -113,6 +114,8 @@ def contrastive(cfg, opts, defaults, dtype) -> Batch:
 
 
 def speech_seq2seq(cfg, opts, defaults, dtype) -> Batch:
+    if getattr(cfg, "model_type", None) != "whisper":  # the others: their feature extractor (speech_inputs.py)
+        return speech_encoder_decoder(cfg, opts, defaults, dtype)
     seconds = _need(opts.audio_seconds or defaults.get("audio_seconds"), "audio length", "--audio-seconds")
     frames = round(seconds * WHISPER_FRAMES_PER_SECOND)
     expected = 2 * cfg.max_source_positions  # the conv stem halves the frames into positions
@@ -166,6 +169,19 @@ def task_for_class(class_name: str) -> str | None:
         return _CLASS_TASKS[class_name]
     for suffix, task in _CLASS_SUFFIXES:
         if class_name.endswith(suffix):
+            return task
+    return _auto_mapping_task(class_name)
+
+
+def _auto_mapping_task(class_name: str) -> str | None:
+    """Image-text and speech classes by transformers' own auto mappings (their recipes take the config or refuse
+    it with the reason: multimodal_inputs.py, speech_inputs.py)."""
+    from transformers.models.auto import modeling_auto
+
+    for mapping, task in (("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "image-text-to-text"),
+                          ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "speech-seq2seq")):
+        names = getattr(modeling_auto, mapping, {}).values()
+        if any(class_name == n or (isinstance(n, (list, tuple)) and class_name in n) for n in names):
             return task
     return None
 

@@ -1,0 +1,132 @@
+"""How many tokens one fixed-size image takes in the text, asked of the model itself.
+
+Every image-text model of transformers 5.23 that scatters image features into its text embeddings checks
+the count the same way (``get_placeholder_mask``, e.g. models/llava/modeling_llava.py)::
+
+    n_image_tokens * inputs_embeds.shape[-1] == image_features.numel()
+
+so the number of image tokens a processor inserts per image is the number of feature rows the model's own
+``get_image_features`` returns for one image, ``numel / text hidden size``, whatever the vision tower and
+projector do in between: LLaVA's CLS dropped by the ``"default"`` strategy, Aya Vision's and InternVL's
+pixel shuffle, PaliGemma's and Gemma 3's pooling to ``mm_tokens_per_image``. The probe builds the model on
+``meta`` (no weights, no memory) and runs ``get_image_features`` on one ``[1, C, H, W]`` meta image: shapes
+only, so it holds for any width, and a fixed-size vision tower has no value-dependent code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import inspect
+import json
+from dataclasses import dataclass
+
+import torch
+
+from memgraph.errors import MemgraphError
+
+
+@dataclass(frozen=True)
+class ImageProbe:
+    """What one image takes: its text tokens, the rank of ``pixel_values`` the model reads (4: ``[images, C, H,
+    W]``; 5: ``[samples, images, C, H, W]``, Idefics 2/3 and SmolVLM) and whether it needs ``image_sizes``."""
+
+    tokens: int
+    rank: int = 4
+    image_sizes: bool = False
+
+
+def image_tokens_per_image(cfg, channels: int, height: int, width: int) -> ImageProbe:
+    """Text tokens one ``channels x height x width`` image takes (the feature rows ``get_image_features`` gives)."""
+    try:
+        key = cfg.to_json_string(use_diff=False)
+    except Exception:  # a config that does not serialise: probe without the cache
+        return _probe(cfg, channels, height, width)
+    return _cached(key, type(cfg), channels, height, width)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached(key: str, config_class, channels: int, height: int, width: int) -> ImageProbe:
+    return _probe(config_class.from_dict(json.loads(key)), channels, height, width)
+
+
+def model_class_for(cfg):
+    """The image-text-to-text class transformers' auto mapping names for the config's model type, else None."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(getattr(cfg, "model_type", None))
+    if isinstance(name, (list, tuple)):
+        name = name[0]
+    return getattr(transformers, name, None) if name else None
+
+
+def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
+    """Ask ``get_image_features`` on meta: first ``[1, C, H, W]``, then ``[1, 1, C, H, W]`` for models that take
+    the images of a sample together; ``image_sizes`` ``[[H, W]]`` where it is a required argument (Mistral 3,
+    LightOnOCR: the Pixtral tower crops each image to its size; a CPU tensor, as its values are read)."""
+    cls = model_class_for(cfg)
+    what = f"{getattr(cfg, 'model_type', '?')}'s image tokens per {height}x{width} image"
+    if cls is None or not hasattr(cls, "get_image_features"):
+        raise MemgraphError(f"cannot count {what}: the model has no get_image_features; describe the inputs with --input")
+    hidden = cfg.get_text_config().hidden_size
+    param = inspect.signature(cls.get_image_features).parameters.get("image_sizes")
+    sizes = param is not None and param.default is inspect.Parameter.empty
+    extra = {"image_sizes": torch.tensor([[height, width]])} if sizes else {}
+    try:
+        with torch.device("meta"):
+            model = cls(copy.deepcopy(cfg))
+    except Exception as e:
+        raise MemgraphError(f"cannot count {what}: building it on meta failed ({type(e).__name__}: {str(e)[:160]})") from e
+    if cfg.model_type in FAMILY_RULES:
+        return FAMILY_RULES[cfg.model_type](cfg)
+    errors = []
+    # Idefics 3 / SmolVLM keep the images that are not all padding (``nonzero`` of a per-image test); the probe's
+    # image is real, which is what meta's nonzero assumes with this flag (torch/fx/experimental/_config.py)
+    assume = torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True) \
+        if hasattr(torch.fx.experimental._config, "meta_nonzero_assume_all_nonzero") else contextlib.nullcontext()
+    for rank in (4, 5):
+        shape = (1,) * (rank - 3) + (channels, height, width)
+        try:
+            with torch.device("meta"), assume:
+                out = model.get_image_features(pixel_values=torch.empty(shape), **extra)
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {str(e)[:120]}")
+            continue
+        return ImageProbe(_rows(out, hidden, what), rank, sizes)
+    raise MemgraphError(f"cannot count {what}: get_image_features on one meta image failed ({' / '.join(errors)}); "
+                        "describe the inputs with --input")
+
+
+def _idefics3(cfg) -> ImageProbe:
+    """processing_idefics3.py / processing_smolvlm.py: ``image_seq_len = int(((image_size // patch_size) ** 2) /
+    (scale_factor**2))`` (the connector's pixel shuffle); images of a sample as ``[samples, images, C, H, W]``."""
+    v = cfg.vision_config
+    return ImageProbe(int((v.image_size // v.patch_size) ** 2 / cfg.scale_factor ** 2), rank=5)
+
+
+def _idefics2(cfg) -> ImageProbe:
+    """modeling_idefics2.py Idefics2PerceiverResampler: ``resampler_n_latents`` latents per image (the processor's
+    ``image_seq_len``, processing_idefics2.py); images as ``[samples, images, C, H, W]``."""
+    return ImageProbe(int(cfg.perceiver_config.resampler_n_latents), rank=5)
+
+
+# Families whose get_image_features reads pixel values back (``any(real_images_inds)`` on the per-image padding
+# test), which meta cannot answer: the processor's own token count, from the file named in each rule.
+FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2}
+
+
+def _rows(out, hidden: int, what: str) -> int:
+    features = getattr(out, "pooler_output", None)
+    if features is None:
+        features = out if isinstance(out, (torch.Tensor, list, tuple)) else getattr(out, "last_hidden_state", None)
+    tensors = [features] if isinstance(features, torch.Tensor) else list(features or [])
+    numel = sum(t.numel() for t in tensors if isinstance(t, torch.Tensor))
+    if numel == 0 or numel % hidden:
+        raise MemgraphError(f"cannot count {what}: its image features ({numel} values) are not rows of the text "
+                            f"hidden size {hidden}; describe the inputs with --input")
+    return numel // hidden
+
+
+__all__ = ["ImageProbe", "image_tokens_per_image", "model_class_for"]

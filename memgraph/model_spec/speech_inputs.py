@@ -1,0 +1,121 @@
+"""Inputs of speech-to-text encoder-decoder models other than Whisper, made by the model's own feature extractor.
+
+A speech encoder-decoder of transformers (``MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES``) whose ``forward`` takes
+``decoder_input_ids`` and an audio input, ``input_features`` (log-mel frames: Speech2Text, SeamlessM4T, Canary,
+Cohere ASR) or ``input_values`` (the waveform: SpeechT5, Moonshine), gets:
+
+- the audio input (and its ``attention_mask`` where the clip leaves some of it padding) exactly as the feature extractor transformers names for the model type
+  (``FEATURE_EXTRACTOR_MAPPING_NAMES``) makes them from ``--audio-seconds`` of audio at its ``sampling_rate``,
+  built with its defaults (the ``feature_size`` set to the config's ``num_mel_bins`` where the config or its
+  encoder's sub-config has one):
+  the frame count, stride stacking (SeamlessM4T: 2 frames of 80 bins -> 160 values) and padding are the
+  extractor's own, not a formula copied from it. The waveform is a 440 Hz tone; only its shapes matter (an all-ones ``attention_mask``
+  is left out, as the models treat a missing one);
+- ``labels`` ``[batch, --target-len]`` of token ids below the decoder's vocabulary; the model shifts them right
+  behind ``decoder_start_token_id`` into its decoder inputs and takes cross-entropy, as in training.
+
+Whisper keeps its own recipe (tasks.py ``speech_seq2seq``: exactly 30 s, the learned decoder positions).
+Audio language models that put audio tokens into a decoder-only prompt (Voxtral, Granite Speech, Qwen3-ASR) and
+text-to-speech models are not this layout: :class:`NoSpeechLayout`.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from memgraph.errors import MemgraphError
+from memgraph.model_spec.inputs import Batch, InputSpec
+from memgraph.model_spec.multimodal_inputs import KnownInput
+
+LONG = torch.int64
+AUDIO_INPUTS = ("input_features", "input_values")
+MEL_BIN_KEYS = ("num_mel_bins",)  # config attributes that fix the extractor's feature_size
+
+
+class NoSpeechLayout(MemgraphError):
+    """The model is not a speech encoder-decoder memgraph can make inputs for."""
+
+
+def speech_class(cfg):
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    name = modeling_auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES.get(getattr(cfg, "model_type", None))
+    return getattr(transformers, name, None) if isinstance(name, str) else None
+
+
+def feature_extractor_for(cfg):
+    """The model type's feature extractor with its defaults (``feature_size`` = the config's mel bins), or None."""
+    import transformers
+    from transformers.models.auto import feature_extraction_auto
+
+    name = feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES.get(getattr(cfg, "model_type", None))
+    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    if cls is None:
+        return None
+    kwargs = {}
+    bins = _mel_bins(cfg)
+    if bins is not None and "feature_size" in inspect.signature(cls.__init__).parameters:
+        kwargs["feature_size"] = bins
+    try:
+        return cls(**kwargs)
+    except ImportError as e:  # e.g. an extractor that needs torchaudio or librosa
+        raise NoSpeechLayout(f"{name} needs a package memgraph does not install ({str(e).strip().splitlines()[0]})")
+
+
+def _mel_bins(cfg, depth: int = 0) -> int | None:
+    """The config's mel bins: its own ``num_mel_bins``, else its audio encoder's (Canary's ``encoder_config``)."""
+    found = next((getattr(cfg, k) for k in MEL_BIN_KEYS if isinstance(getattr(cfg, k, None), int)), None)
+    if found is not None or depth > 1:
+        return found
+    for value in vars(cfg).values():
+        if hasattr(value, "to_dict") and hasattr(value, "model_type"):
+            found = _mel_bins(value, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def speech_encoder_decoder(cfg, opts, defaults: dict, dtype: torch.dtype) -> Batch:
+    """Batch for a speech encoder-decoder (see the module docstring)."""
+    cls = speech_class(cfg)
+    params = inspect.signature(cls.forward).parameters if cls is not None else {}
+    audio = next((n for n in AUDIO_INPUTS if n in params), None)
+    if audio is None or "decoder_input_ids" not in params or "labels" not in params:
+        raise NoSpeechLayout(f"{getattr(cfg, 'model_type', '?')} is not a speech encoder-decoder taking "
+                             f"input_features or input_values with decoder labels; describe its inputs with --input")
+    extractor = feature_extractor_for(cfg)
+    if extractor is None:
+        raise NoSpeechLayout(f"transformers names no feature extractor for {cfg.model_type}; describe its inputs "
+                             "with --input")
+    seconds = opts.audio_seconds or defaults.get("audio_seconds")
+    if seconds is None:
+        raise MemgraphError("no default audio length for this model: pass --audio-seconds")
+    target = opts.target_len or defaults.get("target_len")
+    if target is None:
+        raise MemgraphError("no default target length for this model: pass --target-len")
+    rate = int(getattr(extractor, "sampling_rate", 16000))
+    import numpy as np
+
+    t = np.arange(max(1, round(seconds * rate)), dtype=np.float32) / rate
+    wave = (0.1 * np.sin(2 * np.pi * 440.0 * t)).astype(np.float32)  # a tone: silence divides by a zero std
+    made = extractor(wave, sampling_rate=rate, return_tensors="pt")
+    if audio not in made:
+        raise NoSpeechLayout(f"{type(extractor).__name__} makes {', '.join(made)} but {cls.__name__} takes {audio}")
+    b = opts.batch_size
+    feats = made[audio]
+    inputs = [InputSpec(audio, (b, *feats.shape[1:]), dtype)]
+    mask = made.get("attention_mask")
+    if mask is not None and "attention_mask" in params and not bool(mask.all()):
+        values = mask.to(LONG).expand(b, *mask.shape[1:]).clone()
+        inputs.append(KnownInput("attention_mask", tuple(values.shape), LONG, None, values))
+    vocab = getattr(cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg, "vocab_size", None)
+    if not isinstance(vocab, int):
+        raise NoSpeechLayout(f"{cfg.model_type}'s config has no vocab_size for the decoder labels")
+    inputs.append(InputSpec("labels", (b, target), LONG, vocab))
+    return Batch(tuple(inputs), {})
+
+
+__all__ = ["NoSpeechLayout", "speech_encoder_decoder", "feature_extractor_for"]
