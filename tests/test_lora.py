@@ -60,6 +60,21 @@ def test_bf16_adapters_are_upcast_to_float32():
     assert r.static["gradients"] == ADAPTER_PARAMS * F32
 
 
+def test_lora_dtype_model_keeps_bf16_adapters():
+    """--lora-dtype model: get_peft_model(autocast_adapter_dtype=False), the adapters stay bfloat16 (2 bytes), so
+    the gradients are ADAPTER_PARAMS * 2 (3584 B), and lora_B's mm saves lora_A's output [B, S, R] in bfloat16."""
+    r = analyze(MODEL, seq_len=S, batch_size=B, lora_rank=R, target="cpu", precision="bf16", lora_dtype="model",
+                loop="plain")
+    assert r.static["gradients"] == ADAPTER_PARAMS * 2
+    rows = {m.module: m for m in r.modules}
+    assert rows["model.layers.0.self_attn.q_proj.lora_A.default"].saved_activation_bytes == B * S * R * 2
+
+
+def test_lora_dtype_needs_lora_rank():
+    with pytest.raises(MemgraphError, match="--lora-dtype needs --lora-rank"):
+        TrainingOptions(lora_dtype="model")
+
+
 def test_dora_adds_one_magnitude_vector_per_target():
     r = _lora(dora=True)
     assert r.trainable_parameters == ADAPTER_PARAMS + LAYERS * (64 + 32)  # q_proj out 64, v_proj out 32

@@ -32,6 +32,7 @@ HELP_DEFAULTS = {
     "--loop": "auto", "--stage": "none", "--zero-grad": "set-to-none", "--loss": "auto",
     "--lora-rank": "no LoRA", "--lora-alpha": "8, PEFT's", "--lora-targets": "PEFT's default for the model type",
     "--lora-dropout": "0.0, PEFT's", "--dora": "off", "--quantize": "none", "--grad-accum": "1",
+    "--lora-dtype": "float32, PEFT's", "--bnb-version": "0.50",
     "--optimizer-in-backward": "off",
     "--gpu-memory": "the --gpu board's", "--context-bytes": "estimated", "--cuda-version": "13 (the PyPI wheel of torch 2.13), 12 on Volta",
     "--module-loading": "lazy",
@@ -108,7 +109,7 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "zero_grad": "zero", "loss": "sum",
             # the fine-tuning knobs exclude --train/--freeze/--stage: defaults here, parsed in tests/test_lora.py
             "lora_rank": None, "lora_alpha": None, "lora_targets": None, "lora_dropout": None, "dora": False,
-            "quantize": None, "grad_accum": 1, "optimizer_in_backward": False,
+            "quantize": None, "lora_dtype": None, "bnb_version": None, "grad_accum": 1, "optimizer_in_backward": False,
             "gpu_memory": None, "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager",  # 1.5 GiB = 3 * 512 MiB
 
             "nproc": 8, "strategy": "ddp", "tp_size": None, "sequence_parallel": False, "nnodes": 1,

@@ -143,3 +143,81 @@ def test_int8_backward_dequantises_the_weight():
     grad = torch.empty_like(y)
     peak = _live_peak(lambda: y.backward(grad), x, y, grad, *layer.buffers(), *layer.parameters())
     assert peak == OUT * IN * BF16 + M * IN * BF16
+
+
+# -- older bitsandbytes releases (--bnb-version, memgraph/facts/bitsandbytes.py) ------------------------------
+
+def _old_layer(version):
+    with torch.device("meta"):
+        return Linear4bitStandIn(torch.nn.Linear(IN, OUT, bias=False, dtype=torch.bfloat16), torch.bfloat16,
+                                 bnb_version=version)
+
+
+@pytest.mark.parametrize("rows", [M, 4])
+def test_before_050_the_forward_always_dequantises(rows):
+    """bitsandbytes 0.42 MatMul4Bit.forward: F.linear(A, dequantize_4bit(B).to(A.dtype).t()) for any row count
+    (no fused kernel for a training input): dequantize_4bit's float32 absmax [BLOCKS] (+= offset in place) is
+    freed when it returns, before F.linear: the peak is the bf16 weight [OUT, IN] beside the larger of the
+    absmax and the output [rows, OUT] bf16 (rows = 4: the absmax's 8 KiB; rows = 2048: the output's 2 MiB)."""
+    layer = _old_layer("0.42")
+    x = torch.empty(rows, IN, dtype=torch.bfloat16, device="meta")
+    expected = OUT * IN * BF16 + max(BLOCKS * F32, rows * OUT * BF16)
+    assert _live_peak(lambda: layer(x), x, *layer.buffers()) == expected
+
+
+@pytest.mark.parametrize("version, kept", [("0.41", True), ("0.43", True), ("0.44", False), ("0.50", False)])
+def test_before_044_the_input_lives_as_long_as_the_graph(version, kept):
+    """MatMul4Bit's ctx.tensors = (A, B) up to 0.43 (bitsandbytes PR #1270 made it (None, B) in 0.44): the layer
+    input survives its last Python reference and the backward, and goes with the graph (the output y)."""
+    import weakref
+
+    layer = _old_layer(version)
+    base = torch.empty(M, IN, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    inp = base * 2  # the layer's input, requiring grad (made by an op, as a block output is)
+    alive = weakref.ref(inp)
+    y = layer(inp)
+    del inp
+    assert (alive() is not None) == kept
+    y.backward(torch.empty_like(y))
+    assert (alive() is not None) == kept  # not released after backward: ctx.tensors is no saved tensor
+    del y
+    assert alive() is None
+
+
+def test_an_input_that_needs_no_grad_is_not_kept():
+    """needs_input_grad[0] False (the first layer's input before any adapter): ctx.tensors = (None, None)."""
+    import weakref
+
+    layer = _old_layer("0.42")
+    inp = torch.empty(M, IN, dtype=torch.bfloat16, device="meta") * 2
+    alive = weakref.ref(inp)
+    y = layer(inp)
+    del inp
+    assert alive() is None and y.shape == (M, OUT)
+
+
+def test_bnb_version_needs_a_4bit_quantize():
+    from memgraph.errors import MemgraphError
+    from memgraph.model_spec.options import TrainingOptions
+
+    with pytest.raises(MemgraphError, match="--bnb-version 0.42 changes the 4-bit path only"):
+        TrainingOptions(lora_rank=4, bnb_version="0.42")
+    with pytest.raises(MemgraphError, match="--bnb-version 0.42 changes the 4-bit path only"):
+        TrainingOptions(lora_rank=4, quantize="8bit", bnb_version="0.42")
+    assert TrainingOptions(lora_rank=4, quantize="nf4", bnb_version="0.42", precision="bf16").bnb_version == "0.42"
+
+
+def test_bnb_042_keeps_every_4bit_input_of_a_traced_step():
+    """tiny-llama (2 layers, hidden 64, intermediate 128, tests/configs/tiny-llama.json), batch 1 x 32 tokens,
+    LoRA on q_proj and v_proj, bf16: under 0.42 the inputs of the 4-bit layers that require grad stay alive
+    past their last use. Layer 0's q/k/v input (the first norm's output) needs no grad (nothing trainable
+    before it), so it is not kept; layer 0's o_proj, gate/up (shared input) and down_proj inputs are, and all
+    of layer 1's: q/k/v (shared) 32x64, o_proj 32x64, gate/up 32x64, down 32x128, each 512-byte rounded
+    (32 * 64 * 2 = 4096 B, 32 * 128 * 2 = 8192 B). lm_head is not quantised."""
+    kw = dict(seq_len=32, lora_rank=4, quantize="nf4", precision="bf16", gpu="h100-80gb", optimizer="sgd")
+    new = analyze(str(CONFIGS / "tiny-llama.json"), **kw)
+    old = analyze(str(CONFIGS / "tiny-llama.json"), bnb_version="0.42", **kw)
+    layer0 = 4096 + 4096 + 8192  # o_proj, gate/up, down inputs
+    layer1 = 4096 + 4096 + 4096 + 8192  # q/k/v, o_proj, gate/up, down inputs
+    assert old.steady_state_peak.bytes - new.steady_state_peak.bytes <= layer0 + layer1
+    assert old.steady_state_peak.bytes > new.steady_state_peak.bytes

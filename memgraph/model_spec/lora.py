@@ -11,6 +11,8 @@ which are no-ops on meta, and then, what changes memory:
 - adapters of a float16/bfloat16 model are upcast to float32 (peft_model.py ``PeftModel.__init__`` ->
   ``cast_adapter_dtype``, ``autocast_adapter_dtype=True`` by default), and each adapted layer casts its input
   to the adapter's dtype before the adapter matmuls (lora/layer.py ``Linear.forward`` -> ``_cast_input_dtype``);
+  ``--lora-dtype model`` passes ``autocast_adapter_dtype=False``: the adapters keep the model's dtype (LitGPT's
+  bf16-true LoRA), and the dropout output and adapter matmuls are in that dtype;
 - with gradient checkpointing on, PEFT makes the embedding output require grad
   (``PeftModel._prepare_model_for_gradient_checkpointing`` -> ``enable_input_require_grads``), so the
   checkpointed blocks have an input to differentiate; hence LoRA is applied after checkpointing is enabled.
@@ -59,7 +61,7 @@ def apply_lora(model: torch.nn.Module, opts: TrainingOptions) -> torch.nn.Module
     try:
         with warnings.catch_warnings():  # PEFT 0.21 reads transformers 5's deprecated is_gradient_checkpointing
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            wrapped = peft.get_peft_model(model, config)
+            wrapped = peft.get_peft_model(model, config, autocast_adapter_dtype=opts.lora_dtype != "model")
     except ValueError as e:  # unknown model type without --lora-targets, or a target matching no module
         raise MemgraphError(f"LoRA: {e} (pass --lora-targets all-linear or module names such as q_proj,v_proj)") from None
     return wrapped.get_base_model()
@@ -90,8 +92,15 @@ def finetuning_notes(model: torch.nn.Module, optimizer) -> list[str]:
     if adapters:
         count = sum(p.numel() for n, p in model.named_parameters() if ".lora_" in n)
         notes.append(f"LoRA: {len(adapters)} adapter tensors ({count:,} parameters) from PEFT's get_peft_model; "
-                     "every other parameter frozen; bf16/fp16 adapters upcast to float32 as PEFT does")
+                     "every other parameter frozen; " + _adapter_dtype_note(model))
     notes += quantize_notes(model)
     if hasattr(optimizer, "describe"):
         notes.append(optimizer.describe())
     return notes
+
+
+def _adapter_dtype_note(model: torch.nn.Module) -> str:
+    dtypes = {p.dtype for n, p in model.named_parameters() if ".lora_" in n}
+    if dtypes == {torch.float32}:
+        return "bf16/fp16 adapters upcast to float32 as PEFT does (autocast_adapter_dtype=True)"
+    return f"adapters in {', '.join(sorted(str(d).removeprefix('torch.') for d in dtypes))} (autocast_adapter_dtype=False)"

@@ -13,6 +13,7 @@ from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any
 
 from memgraph.errors import MemgraphError
+from memgraph.facts.bitsandbytes import BNB_VERSIONS, MODELLED_BNB_VERSION
 from memgraph.facts.cuda_allocator import AllocatorOptions
 from memgraph.facts.gpus import (
     CUDA_MAJORS,
@@ -39,6 +40,8 @@ BNB_8BIT_OPTIMIZERS = ("adam8bit", "adamw8bit", "paged-adamw8bit")
 # bitsandbytes storage of the frozen base weights (memgraph/model_spec/quantize.py): 4bit = NF4 with double
 # quantisation (QLoRA's; LitGPT's bnb.nf4-dq), nf4 = NF4 without it (LitGPT's bnb.nf4), 8bit = LLM.int8
 QUANTIZE = ("4bit", "8bit", "nf4")
+# dtype of LoRA adapters of a 16-bit model (memgraph/model_spec/lora.py): float32 = PEFT's autocast_adapter_dtype=True
+LORA_DTYPES = ("float32", "model")
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
@@ -320,6 +323,13 @@ class TrainingOptions:
     lora_dropout: float | None = option(
         None, "--lora-dropout", "dropout on the adapters' input (with `--lora-rank`)", metavar="P",
         parse=probability, default_text="0.0, PEFT's", noun="LoRA dropout")
+    lora_dtype: str | None = option(
+        None, "--lora-dtype",
+        "dtype of the adapters of a bf16/fp16 model: `float32` upcasts them as PEFT does by default "
+        "(`get_peft_model(..., autocast_adapter_dtype=True)`), so each adapted layer's dropout and adapter matmuls "
+        "run in float32; `model` keeps them in the model's dtype (`autocast_adapter_dtype=False`, as LitGPT's "
+        "bf16-true LoRA; with `--lora-rank`)",
+        choices=LORA_DTYPES, default_text="float32, PEFT's", noun="LoRA dtype")
     dora: bool = option(False, "--dora", "weight-decomposed LoRA (PEFT's `use_dora`; with `--lora-rank`)")
     quantize: str | None = option(
         None, "--quantize",
@@ -328,6 +338,12 @@ class TrainingOptions:
         "absmax kept as float32 per block (`bnb_4bit_use_double_quant=False`, LitGPT's `bnb.nf4`); `8bit`: LLM.int8, threshold 6.0, no outlier "
         "column modelled); needs `--lora-rank`, cuda target, fp32 or bf16",
         choices=QUANTIZE, default_text="none")
+    bnb_version: str | None = option(
+        None, "--bnb-version",
+        "the bitsandbytes release the 4-bit step runs (with `--quantize 4bit|nf4`): before 0.44 `MatMul4Bit` keeps "
+        "each quantised layer's input until the graph is freed, and before 0.50 its forward always dequantises the "
+        "whole weight (memgraph/facts/bitsandbytes.py)",
+        choices=BNB_VERSIONS, metavar="X.Y", default_text=f"{MODELLED_BNB_VERSION}", noun="bitsandbytes version")
     grad_accum: int = option(
         1, "--grad-accum", "micro-steps per optimizer step; gradients accumulate between them", metavar="N",
         parse=positive_int, noun="gradient accumulation steps")
@@ -535,6 +551,7 @@ def _knobs_consistent(o: TrainingOptions) -> None:
     if o.lora_rank is None:
         given = [flag for flag, on in (("--lora-alpha", o.lora_alpha is not None), ("--lora-targets", o.lora_targets),
                                        ("--lora-dropout", o.lora_dropout is not None), ("--dora", o.dora),
+                                       ("--lora-dtype", o.lora_dtype is not None),
                                        ("--quantize", o.quantize)) if on]
         if given:
             raise MemgraphError(f"{given[0]} needs --lora-rank R: the adapters are what trains")
@@ -547,6 +564,9 @@ def _knobs_consistent(o: TrainingOptions) -> None:
     if o.quantize is not None and o.precision in MIXED_PRECISIONS:
         raise MemgraphError(f"--quantize {o.quantize} with --precision {o.precision} is not modelled: QLoRA recipes "
                             "use --precision bf16 (compute dtype bfloat16)")
+    if o.bnb_version is not None and o.quantize not in ("4bit", "nf4"):
+        raise MemgraphError(f"--bnb-version {o.bnb_version} changes the 4-bit path only: pass --quantize 4bit or nf4, "
+                            "or drop --bnb-version")
     if o.quantize is not None and o.dora:
         raise MemgraphError("--dora with --quantize is not modelled: drop one of them")
     if o.optimizer in BNB_8BIT_OPTIMIZERS and o.target != "cuda":

@@ -33,6 +33,10 @@ Backward (``MatMul4Bit.backward``): ``F.dequantize_4bit(B, state)``: with double
 ``bitsandbytes::dequantize_4bit`` a ``[out, in]`` weight in the original weight's dtype, ``.to(grad.dtype)``,
 and ``torch.matmul(grad_output, W)``; the temporaries are freed when backward returns.
 
+Older releases (``--bnb-version``, memgraph/facts/bitsandbytes.py): before 0.50 the forward always dequantises
+the whole weight (``F.linear(A, dequantize_4bit(B).to(A.dtype).t())``, the absmax rebuilt in place), and before
+0.44 ``MatMul4Bit`` also keeps its input ``A`` in ``ctx.tensors`` for as long as the graph lives.
+
 ``8bit`` is LLM.int8 as transformers loads it (``BitsAndBytesConfig(load_in_8bit=True)``: ``Linear8bitLt`` with
 ``has_fp16_weights=False``, ``threshold = llm_int8_threshold = 6.0``), :class:`Linear8bitLtStandIn`:
 storage ``int8 [out, in]`` (``Int8Params.CB``) and its row statistics ``SCB`` (``float32 [out]``). Forward
@@ -55,6 +59,7 @@ from __future__ import annotations
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.facts.bitsandbytes import MODELLED_BNB_VERSION, has_fused_4bit_gemm, matmul4bit_keeps_input
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 
 BLOCKSIZE = 64  # BitsAndBytesConfig bnb_4bit_blocksize default / functional.quantize_4bit blocksize=64
@@ -95,17 +100,26 @@ class _MatMul4Bit(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, layer):
         rows = x.numel() // x.shape[-1]
-        fused = fused_kernel(rows, x.dtype)
+        fused = fused_kernel(rows, x.dtype) if has_fused_4bit_gemm(layer.bnb_version) else False
         if fused is None:
             layer.heuristic_calls += 1
         if fused:
             out = torch.empty((*x.shape[:-1], layer.out_features), dtype=x.dtype, device=x.device)
-        else:
+        elif has_fused_4bit_gemm(layer.bnb_version):  # 0.50: _dequant_linear_fallback
             absmax = layer.dequantized_absmax()
             w = torch.empty((layer.out_features, layer.in_features), dtype=x.dtype, device=x.device)
             out = torch.nn.functional.linear(x, w, layer.bias)
             del w, absmax
+        else:  # before 0.50: F.linear(A, F.dequantize_4bit(B, state).to(A.dtype).t(), bias)
+            absmax = layer.dequantized_absmax(in_place_offset=True)
+            w = torch.empty((layer.out_features, layer.in_features), dtype=layer.weight_dtype, device=x.device)
+            del absmax  # dequantize_4bit's local, freed when it returns
+            w = w.to(x.dtype)
+            out = torch.nn.functional.linear(x, w, layer.bias)
+            del w
         ctx.layer = layer
+        if matmul4bit_keeps_input(layer.bnb_version) and getattr(ctx, "needs_input_grad", (False,))[0]:
+            ctx.tensors = (x,)  # before 0.44: ctx.tensors = (A, B), alive as long as the graph (facts/bitsandbytes.py)
         return out
 
     @staticmethod
@@ -123,11 +137,12 @@ class Linear4bitStandIn(torch.nn.Module):
     """What ``bnb.nn.Linear4bit`` holds and allocates (module docstring): packed uint8 weight (a frozen
     parameter) and the quantisation statistics (buffers)."""
 
-    def __init__(self, linear: torch.nn.Linear, compute_dtype: torch.dtype, double_quant: bool = True):
+    def __init__(self, linear: torch.nn.Linear, compute_dtype: torch.dtype, double_quant: bool = True,
+                 bnb_version: str = MODELLED_BNB_VERSION):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight_dtype = linear.weight.dtype  # QuantState.dtype: the dtype the weight was quantised from
-        self.compute_dtype, self.double_quant = compute_dtype, double_quant
+        self.compute_dtype, self.double_quant, self.bnb_version = compute_dtype, double_quant, bnb_version
         self.heuristic_calls = 0
         device, n = linear.weight.device, linear.weight.numel()
         blocks = -(-n // BLOCKSIZE)
@@ -168,7 +183,8 @@ class Linear4bitStandIn(torch.nn.Module):
         return out.to(inp_dtype)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, nf4, double_quant={self.double_quant}"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, nf4, double_quant={self.double_quant}, "
+                f"bitsandbytes {self.bnb_version}")
 
 
 class _NoCtx:
@@ -257,7 +273,8 @@ def quantize_base_linears(model: torch.nn.Module, opts: TrainingOptions) -> list
             continue
         parent_path, _, name = path.rpartition(".")
         stand_in = (Linear8bitLtStandIn(module) if opts.quantize == "8bit"
-                    else Linear4bitStandIn(module, compute_dtype=dtype, double_quant=opts.quantize == "4bit"))
+                    else Linear4bitStandIn(module, compute_dtype=dtype, double_quant=opts.quantize == "4bit",
+                                           bnb_version=opts.bnb_version or MODELLED_BNB_VERSION))
         setattr(model.get_submodule(parent_path), name, stand_in)
         replaced.append(path)
     return replaced
@@ -279,9 +296,15 @@ def quantize_notes(model: torch.nn.Module) -> list[str]:
              "tables as buffers)" if layers[0].double_quant else
              "without double quantisation (uint8 packed weight as a frozen parameter; float32 absmax per block of "
              f"{BLOCKSIZE} and the code table as buffers)")
-    notes = [f"--quantize {flag}: {len(layers)} linear weights stored as bitsandbytes 0.50.1 NF4 {stats}; "
+    version = layers[0].bnb_version
+    release = "0.50.1" if version == MODELLED_BNB_VERSION else version
+    notes = [f"--quantize {flag}: {len(layers)} linear weights stored as bitsandbytes {release} NF4 {stats}; "
              "forward and backward allocate the dequantised weight as bitsandbytes' gemm_4bit fallback and "
              "MatMul4Bit.backward do (model_spec/quantize.py)"]
+    if matmul4bit_keeps_input(version):
+        notes.append(f"--bnb-version {version}: MatMul4Bit keeps each quantised layer's input that requires grad "
+                     "(ctx.tensors = (A, B), dropped in bitsandbytes 0.44) until the step's graph is freed, not only "
+                     "until its backward runs (facts/bitsandbytes.py)")
     calls = sum(m.heuristic_calls for m in layers)
     if calls:
         notes.append(f"--quantize {flag}: {calls} forward matmuls have {CUSTOM_FLOOR_M} < rows <= {CUSTOM_MAX_M}, where "

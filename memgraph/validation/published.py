@@ -269,3 +269,17 @@ def render_markdown(evaluations: list[Evaluation], root: Path) -> str:
 
 def _cell(text: str | None) -> str:
     return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+# -- the recorded errors tests/test_published.py holds the predictions to -----------------------------------
+
+def error_record(evaluations: list[Evaluation]) -> dict[str, float]:
+    """Each predicted row's signed error in percent (one decimal), by file: what the regression test compares
+    a new prediction with. Regenerate after an intended change (and say why in the commit):
+    ``python -c "from memgraph.validation.published import *; write_error_record()"``."""
+    return {e.row.file: round(e.error_pct, 1) for e in evaluations if e.error_pct is not None}
+
+
+def write_error_record(root: Path = Path("reports/published"),
+                       path: Path = Path("tests/published_errors.json")) -> None:
+    path.write_text(json.dumps(error_record(validate_published(root)), indent=1, sort_keys=True) + "\n")
