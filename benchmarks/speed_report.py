@@ -16,8 +16,8 @@ the trace against its floors.
 2. sweep: ``analyze llama-2-7b --batch-size 1,2,...,8`` (and ``2,4,...,16``) against its largest size alone,
    both as child processes, as a ratio of CPU seconds.
 3. trace (printed last): per model, in this process and with the same built model and batch, two iterations
-   of the training step (fp32, foreach AdamW) on meta: plainly (no recorder: the floor of any meta-device
-   tracer), under memgraph's trace (``trace_training`` less building the model and batch, which it also
+   of the training step (fp32, foreach AdamW) on meta: plainly (no recorder, no dispatch mode: the floor of
+   any meta-device tracer; with shadow values only where the step reads values on meta, LLaVA), under memgraph's trace (``trace_training`` less building the model and batch, which it also
    does) and under ``make_fx`` (one iteration traced, doubled; gpt2 and llama-2-7b only). CPU seconds of this process
    (``time.process_time``), the least of two runs (make_fx: one) after a warm-up on gpt2; ratios to the plain step.
 
@@ -76,9 +76,16 @@ def _trace_part(make_fx: bool) -> None:
         spec = resolve(name)
         model = build_model(spec, opts, "meta")
         batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
-        batch = batch_spec.make("meta")
-        shadows = ShadowValues()  # LLaVA counts image tokens in input_ids: the plain step needs their values too
-        return spec, opts, model, batch, (shadows if shadows.attach_batch(batch_spec, batch) else nullcontext())
+        return spec, opts, model, batch_spec, batch_spec.make("meta")
+
+    def values_for(model, batch_spec, batch):
+        try:  # the plain step as it is, with no dispatch mode at all ...
+            _plain(model, batch, make_optimizer)
+            return nullcontext()
+        except Exception:  # ... unless it reads values on meta (LLaVA counts image tokens in input_ids)
+            values = ShadowValues()
+            values.attach_batch(batch_spec, batch)
+            return values
 
     def plain_step(model, batch, values):
         with values:
@@ -98,10 +105,11 @@ def _trace_part(make_fx: bool) -> None:
     print(f"{'model':16s} {'ops':>7s} {'plain s':>8s} {'memgraph s':>10s} {'ratio':>6s} {'all layers s':>12s} "
           f"{'ratio':>6s} {'make_fx s':>10s} {'ratio':>6s}")
     warm = setup("gpt2", {})
-    plain_step(*warm[2:])
+    plain_step(warm[2], warm[4], values_for(*warm[2:]))
     trace_training(warm[0], warm[1])
     for name, extra, _ in MODELS:
-        spec, opts, model, batch, values = setup(name, extra)  # a --stage froze what it does not train
+        spec, opts, model, batch_spec, batch = setup(name, extra)  # a --stage froze what it does not train
+        values = values_for(model, batch_spec, batch)
         plain = cpu(lambda: plain_step(model, batch, values))
         build = cpu(lambda: setup(name, extra))
         ops = []
