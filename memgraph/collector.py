@@ -5,9 +5,9 @@ generation-0 threshold (700 objects, ``gc.get_threshold()``), and every third, t
 every tracked object alive. Importing torch and transformers creates hundreds of thousands of
 long-lived objects (modules, functions, classes, op overloads), and a trace millions of small records
 that all live to the end, so most of those walks find nothing to free. Measured on the development
-machine (torch 2.13.0, transformers 5.23, Python 3.11): ``import torch, transformers.models.llama.
-modeling_llama`` takes 4.3-4.6 CPU s with the collector on and 3.2-3.6 CPU s with it off
-(benchmarks/speed_report.py, reports/speed.md).
+machine (torch 2.13.0, transformers 5.23, Python 3.11; benchmarks/speed_report.py part 0, reports/speed.md):
+the imports of a llama analysis (torch, transformers' modeling_llama, memgraph.api) take 3.60 CPU s with the
+collector on and 2.96 CPU s with it paused.
 
 Tensor lifetimes do not depend on it: storages are freed by reference counting (trace/recorder.py);
 a storage kept alive only by a reference cycle would be freed at a time no program order decides,
