@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -225,8 +226,8 @@ def _analyze(a) -> dict[str | None, str | bytes]:
     import pickle
 
     from memgraph.api import analyze_traced, check_snapshot_target, predicted_snapshot
+    from memgraph.collector import paused_gc
     from memgraph.render.formats import render
-    from memgraph.sweep import paused_gc
 
     if any(isinstance(getattr(a, name), tuple) for name in SWEEPABLE):
         return _analyze_sweep(a)
@@ -321,19 +322,29 @@ def _defaults(d: dict) -> str:
 
 
 def _quiet_transformers() -> None:
-    """Config warnings (e.g. token ids outside a toy vocabulary) are noise in a memory report."""
-    try:
-        from transformers.utils import logging as hf_logging
+    """Config warnings (e.g. token ids outside a toy vocabulary) are noise in a memory report.
 
+    Without importing transformers (a second of CPU time, which ``memgraph gpus``, ``models`` and a plain
+    ``nn.Module`` never need): transformers reads ``TRANSFORMERS_VERBOSITY`` when it first configures its
+    logger (``_get_default_logging_level`` in transformers/utils/logging.py, 5.6 to 5.23), which then has
+    the level ``set_verbosity_error()`` sets. Already imported (memgraph called from Python), it is set
+    directly. Processes memgraph starts (``measure --nproc``) inherit the setting."""
+    os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    if hf_logging is not None:
         hf_logging.set_verbosity_error()
-    except ImportError:
-        pass
+
+
+# Commands that trace on meta and render, or only list: the collector run() pauses stays paused to the end.
+COLLECTOR_PAUSED_COMMANDS = ("analyze", "fit", "gpus", "models")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not args.debug:
         _quiet_transformers()
+    if not gc.isenabled() and args.command not in COLLECTOR_PAUSED_COMMANDS:
+        _collector_back_after_imports()
     try:
         outputs = args.output if isinstance(args.output, list) else [args.output]
         for path in outputs:  # before any work: a bad target fails in a second, not after the trace
@@ -377,12 +388,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _collector_back_after_imports() -> None:
+    """``measure`` and ``validate`` (real steps, many analyses in one process): torch imported with the
+    collector still paused, then the collector back on, with what the imports made frozen out of its walks."""
+    import memgraph.api  # noqa: F401  (torch and memgraph's trace; transformers comes with the model)
+
+    gc.freeze()
+    gc.enable()
+
+
 def run() -> None:
     """The console entry: :func:`main`, then exit without the interpreter's teardown.
+
+    The cyclic garbage collector is paused from the start (memgraph/collector.py says why): importing
+    torch and transformers is most of a short analysis, and with the collector on it costs about 0.6 CPU s
+    more (reports/speed.md). ``analyze``, ``fit``, ``gpus`` and ``models`` keep it paused to the end; they
+    trace on meta, where storages are freed by reference counting, and end here. ``measure`` and ``validate``
+    get it back once torch is imported (:func:`_collector_back_after_imports`).
 
     Tearing down torch and transformers (freeing every module's objects and the trace) takes about a
     second after the report is already written; nothing memgraph writes needs it (output files are
     closed and renamed by then), so standard streams are flushed and the process ends at once."""
+    gc.disable()
     code = main()
     try:
         sys.stdout.flush()

@@ -28,12 +28,11 @@ the nearer traced size, prefixed with it.
 
 from __future__ import annotations
 
-import gc
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from memgraph.api import result_of_trace
+from memgraph.collector import paused_gc
 from memgraph.model_spec.input_warnings import input_warnings
 from memgraph.analysis.result import Result
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
@@ -43,24 +42,6 @@ from memgraph.errors import MemgraphError
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.trace.tracer import Trace, trace_training
 from memgraph.units import human_bytes
-
-
-@contextmanager
-def paused_gc():
-    """The cyclic garbage collector off (and what exists now frozen out of its reach) for a block.
-
-    Tracing and analysis allocate millions of small objects (op records, storage records, event
-    tuples) that all live to the end; each automatic collection walks them again. Lifetimes of
-    tensors do not depend on it: storages are freed by reference counting (recorder.py)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        if was_enabled:
-            gc.enable()
 
 
 @dataclass

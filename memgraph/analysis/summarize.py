@@ -8,6 +8,8 @@ categorize -> allocated sizes -> liveness -> peaks (first iteration, steady stat
 
 from __future__ import annotations
 
+import importlib.metadata
+import sys
 import time
 
 import torch
@@ -94,11 +96,15 @@ def mixed_precision_note(precision: str | None, steady) -> list[str]:
 
 
 def _versions() -> dict[str, str]:
+    """The versions the report was made with. transformers' is read from its package metadata unless the
+    step imported it: importing it only for its version costs a CPU second a plain nn.Module never needs."""
     out = {"memgraph": __version__, "torch": torch.__version__}
-    try:
-        import transformers
-
+    transformers = sys.modules.get("transformers")
+    if transformers is not None:
         out["transformers"] = transformers.__version__
-    except ImportError:
-        pass
+    else:
+        try:
+            out["transformers"] = importlib.metadata.version("transformers")
+        except importlib.metadata.PackageNotFoundError:
+            pass
     return out

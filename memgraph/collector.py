@@ -1,0 +1,38 @@
+"""The cyclic garbage collector paused where it only costs time: imports, tracing, analysis.
+
+Python's cyclic collector runs automatically whenever allocations outnumber deallocations by the
+generation-0 threshold (700 objects, ``gc.get_threshold()``), and every third, tenth, ... run walks
+every tracked object alive. Importing torch and transformers creates hundreds of thousands of
+long-lived objects (modules, functions, classes, op overloads), and a trace millions of small records
+that all live to the end, so most of those walks find nothing to free. Measured on the development
+machine (torch 2.13.0, transformers 5.23, Python 3.11; benchmarks/speed_report.py part 0, reports/speed.md):
+the imports of a llama analysis (torch, transformers' modeling_llama, memgraph.api) take 3.60 CPU s with the
+collector on and 2.96 CPU s with it paused.
+
+Tensor lifetimes do not depend on it: storages are freed by reference counting (trace/recorder.py);
+a storage kept alive only by a reference cycle would be freed at a time no program order decides,
+with or without the pause (the golden tests check that the numbers are the same).
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+
+
+@contextmanager
+def paused_gc():
+    """The cyclic garbage collector off (and what exists now frozen out of its reach) for a block.
+
+    Tracing and analysis allocate millions of small objects (op records, storage records, event
+    tuples) that all live to the end; each automatic collection walks them again. Lifetimes of
+    tensors do not depend on it: storages are freed by reference counting (trace/recorder.py)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
