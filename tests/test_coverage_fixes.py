@@ -146,3 +146,14 @@ def test_every_layer_runs_sets_layerdrop_to_zero_and_restores_it():
     assert sorted(name for name, _p in dropped) == ["config.decoder_layerdrop", "config.encoder_layerdrop",
                                                      "model.decoder.layerdrop", "model.encoder.layerdrop"]
     assert "decoder_layerdrop 0.05" in layerdrop_note(dropped)[0] and layerdrop_note([]) == []
+
+
+def test_a_host_buffer_is_a_buffer_on_the_cpu_target_only():
+    from memgraph.api import analyze
+
+    # float32 [64] made with device="cpu": 256 B of the CPU allocator on the cpu target (alive from setup, a
+    # buffer), no device memory on the cuda target
+    cpu = analyze("tests.fixtures.nets:host_buffer", inputs=("x=float32[4,16]",), target="cpu")
+    assert cpu.steady_state_peak.by_category["buffers"] == 64 * 4
+    cuda = analyze("tests.fixtures.nets:host_buffer", inputs=("x=float32[4,16]",), target="cuda")
+    assert cuda.steady_state_peak.by_category.get("buffers", 0) == 0

@@ -203,6 +203,10 @@ class Recorder(TorchDispatchMode):
         self._alias_refs[key] = weakref.ref(st, lambda _r, key=key, sid=sid: self._on_free(key, sid))
 
     # -- ops ------------------------------------------------------------------------------
+    def tracks(self, t: torch.Tensor) -> bool:
+        """Whether ``t``'s memory is the target's device memory, i.e. recorded (meta; host too on the cpu target)."""
+        return self._tracked(t)
+
     def _tracked(self, t) -> bool:
         if self.device_type == "meta":  # no torch.device object made per tensor
             return t.is_meta or (self.host_type is not None and t.device.type == self.host_type)

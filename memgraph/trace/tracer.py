@@ -262,7 +262,7 @@ def _register_existing(rec: Recorder, model: torch.nn.Module, batch: tuple[tuple
     for name, p in model.named_parameters(remove_duplicate=True):
         rec.register(p, Origin.PARAMETER, name, owners.get(id(p), ""))
     for name, b in model.named_buffers():
-        if b is not None and b.device.type == rec.device_type:
+        if b is not None and rec.tracks(b):  # host buffers too on the cpu target (Recorder.host_type)
             rec.register(b, Origin.BUFFER, name, name.rpartition(".")[0])
     args, kwargs = batch
     for name, t in [(f"input {i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
