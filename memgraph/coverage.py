@@ -512,16 +512,10 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
 # the report's reason column where the row has none of its own.
 KNOWN_MISSES = {
     "switch_transformers": "routing: the real tiny step sends no token to one encoder expert (rows per expert "
-                           "[5, 9, 2, 0], 16 tokens), so that expert has no gradient and no AdamW state (48 KB); "
-                           "the trace assumes balanced routing (trace/shadow_values.py balanced_routing)",
-    "inkling_text": "gather's backward (TensorAdvancedIndexing.cpp gather_backward) runs scatter_add out of place "
-                    "under any dispatch mode and on meta (areAnyTensorSubclassLike), in place in the real step: "
-                    "one extra [1, 64, 16, 512] float32 (2 MiB) at the peak; not yet corrected",
-    "inkling2_text": "as inkling_text: gather_backward's scatter_add out of place on meta, in place for real",
-    "longt5": "host tensors: LongT5's local-attention masks are made on the CPU without a device (torch.arange "
-              "in _make_3block_relative_position_ids / _mask_local_attention_mask), which the cpu target's real "
-              "step counts and the meta trace does not record (recording them, tried, moved AdamW's CPU step "
-              "counters into the hand-checked goldens: left for a reviewed change)",
+                           "[5, 9, 2, 0], 16 tokens, the same batch every iteration), so that expert has no "
+                           "gradient and no AdamW state (48 KB); the trace assumes balanced routing "
+                           "(trace/shadow_values.py balanced_routing): the steady state of a run whose batches "
+                           "reach every expert (the choice follows random weights meta has no values for)",
     "idefics3": "analysis fails: get_image_features keeps the images that are not all padding, "
                 "real_images_inds = (pixel_values == 0).sum(...) != C*H*W (modeling_idefics3.py), then indexes "
                 "pixel_values with it and splits the features by real_images_inds.sum(1).tolist(): values computed "
@@ -532,7 +526,6 @@ KNOWN_MISSES = {
                "pixels, has no values on meta",
     "idefics2": "analysis fails as idefics3: pixel_values[real_images_inds], a boolean index computed from float "
                 "pixels, has no values on meta",
-    "m2m_100": "not investigated: -0.03% in run 0, +6.03% since the SDPA default (main gives the same)",
 }
 
 

@@ -139,6 +139,11 @@ def test_cpu_target_asks_this_pytorch_which_kernel_it_would_run():
     q, k, v = _qkv(torch.float32)
     assert cpu_sdpa_backend(q, k, v, None, 0.0, True, None, False) == "flash"
     assert cpu_sdpa_backend(q, k, v, None, 0.1, False, None, False) == "math"  # no dropout in CPU flash
+    # a float mask: flash takes it, unless it requires grad (Doge's learned mask): the CPU flash kernel has no
+    # gradient for attn_mask, so the real choice (torch._fused_sdp_choice on CPU tensors) is math
+    mask = torch.zeros(q.size(0), 1, q.size(2), k.size(2), device="meta")
+    assert cpu_sdpa_backend(q, k, v, mask, 0.0, False, None, False) == "flash"
+    assert cpu_sdpa_backend(q, k, v, mask.requires_grad_(), 0.0, False, None, False) == "math"
     saved, _, stats = _emulated(None, q, k, v, target="cpu", is_causal=True)
     # _scaled_dot_product_flash_attention_for_cpu: out + float32 logsumexp [B, H, S]
     assert sum(b for b, _, _ in saved.values()) == B * H * S * D * F32 + B * H * S * F32

@@ -16,6 +16,9 @@ F32 = 4
 WIDE_MODEL = "tests.fixtures.multigpu_nets:three_linears"
 MLP = "tests.fixtures.multigpu_nets:mlp_64_64_10"
 
+# AdamW's `step`: one float32 per parameter the rank's optimizer holds, a host tensor with the for-loop AdamW of
+# the cpu target (adam.py _init_group: torch.tensor(0.0)), which is the cpu target's memory
+STEP = F32
 # one Linear(512, 512): weight 512*512 + bias 512 floats
 LAYER = (512 * 512 + 512) * F32
 assert LAYER == 1_050_624
@@ -50,7 +53,7 @@ def test_ddp_gradients_and_buckets(as_view, gradient_bytes):
     r, _ = _run(WIDE_MODEL, "x=float32[2,512]", nproc=4, strategy="ddp", gradient_as_bucket_view=as_view)
     assert r.static["gradients"] == gradient_bytes
     assert r.static["parameters"] == 3 * LAYER  # DDP replicates: every rank holds all parameters
-    assert r.static["optimizer_state"] == 2 * 3 * LAYER  # AdamW exp_avg + exp_avg_sq
+    assert r.static["optimizer_state"] == 2 * 3 * LAYER + 6 * STEP  # AdamW exp_avg + exp_avg_sq, 6 parameters
 
 
 @pytest.mark.parametrize("model, x, rank0_params", [
@@ -62,7 +65,7 @@ def test_ddp_gradients_and_buckets(as_view, gradient_bytes):
 ])
 def test_zero1_keeps_the_adam_state_of_rank_0s_partition(model, x, rank0_params):
     r, trace = _run(model, x, nproc=4, strategy="zero1")
-    assert r.static["optimizer_state"] == 2 * rank0_params  # AdamW exp_avg + exp_avg_sq
+    assert r.static["optimizer_state"] == 2 * rank0_params + STEP  # AdamW exp_avg + exp_avg_sq, one parameter
     ddp, _ = _run(model, x, nproc=4, strategy="ddp")
     assert r.static["gradients"] == ddp.static["gradients"]  # ZeRO-1 leaves gradients to DDP
     assert r.static["parameters"] == ddp.static["parameters"]
@@ -83,7 +86,7 @@ def test_fsdp_shards_parameters_gradients_and_adam_state():
     r, _ = _run(MLP, "x=float32[2,64]", nproc=4, strategy="fsdp")
     assert r.static["parameters"] == SHARD_BYTES
     assert r.static["gradients"] == SHARD_BYTES
-    assert r.static["optimizer_state"] == 2 * SHARD_BYTES
+    assert r.static["optimizer_state"] == 2 * SHARD_BYTES + 4 * STEP  # 4 parameters
 
 
 def test_fsdp_all_gathers_one_flat_buffer_per_unit():

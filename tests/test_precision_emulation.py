@@ -131,10 +131,12 @@ def test_pure_bf16_params_grads_and_adam_state_are_two_bytes_each():
     opts = dict(inputs=("x=bfloat16[4,16]",), optimizer="adamw", target="cpu", precision="bf16")
     r = analyze(MLP, **opts)
     assert r.static == {"parameters": MLP_PARAMS * BF16, "buffers": 0, "gradients": MLP_PARAMS * BF16,
-                        "optimizer_state": 2 * MLP_PARAMS * BF16}  # exp_avg + exp_avg_sq
+                        "optimizer_state": 2 * MLP_PARAMS * BF16 + 2 * 4}  # exp_avg, exp_avg_sq, 2 float32 steps
     trace = trace_training(resolve(MLP), TrainingOptions(**opts))
     roles = [s for s in trace.log.storages if s.role in ("gradient", "optimizer_state") or s.origin == "parameter"]
-    assert roles and all(s.dtype == "bfloat16" for s in roles)
+    # every parameter, gradient and moment in bfloat16; AdamW's `step` counters stay float32 scalars
+    assert roles and all(s.dtype == "bfloat16" for s in roles if s.shape != ())
+    assert [s.dtype for s in roles if s.shape == ()] == ["float32", "float32"]
 
 
 @pytest.mark.slow

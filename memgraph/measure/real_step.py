@@ -15,6 +15,7 @@ from memgraph.model_spec.sources import ModelSpec
 from memgraph.trace.activation_offload import real_offload_context
 from memgraph.trace.grad_scaler import make_scaler
 from memgraph.trace.grad_accumulation import iteration_function
+from memgraph.trace.layerdrop import every_layer_runs
 from memgraph.trace.optimizer_in_backward import make_step_optimizer
 
 SEED = 0
@@ -54,8 +55,14 @@ def build_run(spec: ModelSpec, opts: TrainingOptions, device: str, distributed=N
 
 
 def run_iteration(run: RealRun, autocast=None, scaler=None) -> None:
-    """One ``train_iteration`` of ``run`` with its resolved loop options."""
+    """One ``train_iteration`` of ``run`` with its resolved loop options, every layer run (LayerDrop off, as in
+    the trace: trace/layerdrop.py)."""
     o = run.options
+    with every_layer_runs(run.model):
+        _iteration(run, o, autocast, scaler)
+
+
+def _iteration(run: RealRun, o: TrainingOptions, autocast, scaler) -> None:
     iteration_function(o)(run.model, run.batch, run.compute_loss, run.optimizer, autocast=autocast, scaler=scaler,
                           loop=o.loop, zero_grad=o.zero_grad,
                           saved_tensors=real_offload_context if o.activation_offload else None)

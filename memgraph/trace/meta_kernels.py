@@ -10,7 +10,9 @@ corrected outputs, as if the meta kernel had made them):
 * pointwise outputs of ambiguous ``[N, C, 1, 1]``-like inputs, contiguous as TensorIterator's fast setup makes
   them (both targets): :mod:`memgraph.trace.pointwise_layout`;
 * autograd's in-place gradient accumulation, which a dispatch mode turns off (both targets: the engine is
-  the same): :mod:`memgraph.trace.inplace_grad_sum`.
+  the same): :mod:`memgraph.trace.inplace_grad_sum`;
+* ``gather``'s backward, which a dispatch mode or meta makes out of place (both targets):
+  :mod:`memgraph.trace.gather_backward`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 
 from memgraph.private_api import TorchDispatchMode
 from memgraph.trace.conv_layout import cpu_conv_layout
+from memgraph.trace.gather_backward import GatherBackwardInPlace
 from memgraph.trace.inplace_grad_sum import accumulate_in_place
 from memgraph.trace.moe import grouped_mm_on_meta
 from memgraph.trace.pointwise_layout import contiguous_fast_setup
@@ -37,6 +40,7 @@ class MetaKernelFixes(TorchDispatchMode):
         self.restrided_convs = 0  # convolutions given the CPU kernel's channels-last outputs (tests)
         self.stolen_accumulations = 0  # gradient accumulations run in place, as the engine does (tests)
         self.restrided_pointwise = 0  # pointwise outputs given TensorIterator's contiguous fast-setup strides (tests)
+        self.gather_backward = GatherBackwardInPlace()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -49,7 +53,11 @@ class MetaKernelFixes(TorchDispatchMode):
             if out is not None:
                 self.stolen_accumulations += 1
                 return out
+        out = self.gather_backward.run(func, args, kwargs)
+        if out is not None:
+            return out
         out = func(*args, **kwargs)
+        self.gather_backward.saw(func, out)
         fixed = contiguous_fast_setup(func, args, kwargs, out)
         if fixed is not out:
             self.restrided_pointwise += 1

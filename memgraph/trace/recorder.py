@@ -44,6 +44,14 @@ def _dtype_name(dtype) -> str:
 
 
 _Tensor = torch.Tensor
+_LIFT_FRESH = torch.ops.aten.lift_fresh.default
+_TO_COPY = torch.ops.aten._to_copy.default
+
+
+def _host_meta_move(src, out) -> bool:
+    """``out`` is ``src`` moved between the host and meta, nothing else changed (see :meth:`Recorder._alias`)."""
+    return (isinstance(src, _Tensor) and isinstance(out, _Tensor) and src.is_meta != out.is_meta
+            and src.dtype == out.dtype and src.layout == out.layout)
 
 
 def _arg_tensors(args: tuple, kwargs: dict) -> list:
@@ -86,6 +94,10 @@ class Recorder(TorchDispatchMode):
 
     module_of: object = None  # callable returning the current module path
     device_type: str = "meta"
+    # Host tensors the model makes (torch.arange without a device, AdamW's for-loop ``step`` counters) are device
+    # memory on the cpu target, whose device is the host; None on the cuda target, where they are not (a host
+    # tensor moved to the device is: its copy is a meta tensor).
+    host_type: str | None = None
     workspace_of: object = None  # callable (op, args, kwargs, out) -> [bytes] of kernel scratch buffers
     on_op: object = None  # callable (recorder, OpRecord) after each op: runtime models add allocations here
     phase: str = "setup"
@@ -96,6 +108,8 @@ class Recorder(TorchDispatchMode):
         super().__init__()
         self._sid_by_key: dict[int, int] = {}  # id(untyped storage) -> sid, while alive
         self._refs: dict[int, weakref.ref] = {}
+        self._alias_refs: dict[int, weakref.ref] = {}  # id(storage) -> weakref, storages that alias a sid (_alias)
+        self._holders: dict[int, int] = {}  # sid -> storages holding it, where more than one (_alias)
 
     def __enter__(self):
         """Recording starts; the cyclic garbage collector pauses until it stops.
@@ -125,6 +139,7 @@ class Recorder(TorchDispatchMode):
     def close(self) -> None:
         """Stop recording frees: storages still alive now stay alive in the trace."""
         self._refs.clear()  # a dropped weakref never calls back
+        self._alias_refs.clear()
 
     # -- storages -----------------------------------------------------------------------
     def _module(self) -> str:
@@ -163,15 +178,38 @@ class Recorder(TorchDispatchMode):
         return self._workspace(nbytes, name, module, op_index).sid
 
     def _on_free(self, key: int, sid: int) -> None:
-        self.log.free(sid)
         if self._sid_by_key.get(key) == sid:
             del self._sid_by_key[key]
-        self._refs.pop(sid, None)
+        if self._alias_refs.pop(key, None) is None:
+            self._refs.pop(sid, None)
+        held = self._holders.pop(sid, 1) - 1
+        if held:
+            self._holders[sid] = held
+        else:
+            self.log.free(sid)
+
+    def _alias(self, t: torch.Tensor, sid: int) -> None:
+        """``t``'s storage is the memory of ``sid`` on the target: no allocation; ``sid`` is freed when the last
+        storage holding it goes. On the cpu target a copy between the host and meta (``.to(device)`` of a mask
+        made on the CPU, ``.cpu()`` / ``.tolist()`` of a meta tensor) is one tensor in the real step, where
+        ``Tensor.to`` returns ``self`` for the device it is already on (aten/src/ATen/native/TensorConversions.cpp
+        ``to_impl``)."""
+        st = t.untyped_storage()
+        key = id(st)
+        if key in self._sid_by_key:
+            return
+        self._sid_by_key[key] = sid
+        self._holders[sid] = self._holders.get(sid, 1) + 1
+        self._alias_refs[key] = weakref.ref(st, lambda _r, key=key, sid=sid: self._on_free(key, sid))
 
     # -- ops ------------------------------------------------------------------------------
+    def tracks(self, t: torch.Tensor) -> bool:
+        """Whether ``t``'s memory is the target's device memory, i.e. recorded (meta; host too on the cpu target)."""
+        return self._tracked(t)
+
     def _tracked(self, t) -> bool:
         if self.device_type == "meta":  # no torch.device object made per tensor
-            return t.is_meta
+            return t.is_meta or (self.host_type is not None and t.device.type == self.host_type)
         return t.device.type == self.device_type
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -194,20 +232,25 @@ class Recorder(TorchDispatchMode):
         log = self.log
         storages = log.storages
         sid_by_key = self._sid_by_key
-        meta = self.device_type == "meta"  # t.is_meta: no torch.device object made per tensor
+        meta = self.device_type == "meta" and self.host_type is None  # t.is_meta: no torch.device made per tensor
         index = len(log.ops)
         name = _OP_NAMES.get(func) or _op_name(func)
         inputs = []
+        outputs, allocated = [], []
         for t in _arg_tensors(args, kwargs):
             if not (t.is_meta if meta else self._tracked(t)):
                 continue
             sid = sid_by_key.get(id(t.untyped_storage()))
-            if sid is None:  # a storage created where no op we saw could create it
+            if sid is None and func is _LIFT_FRESH:  # torch.tensor(data): made without dispatch, lifted here
+                sid = self.register(t, Origin.OP, name, module, op_index=index)
+                allocated.append(sid)
+            elif sid is None:  # a storage created where no op we saw could create it
                 sid = self.register(t, Origin.UNTRACKED, name, module, op_index=index)
             storages[sid].last_use_op = index
             inputs.append(sid)
-        event = len(log.events)
-        outputs, allocated = [], []
+        if not meta and func is _TO_COPY and inputs and _host_meta_move(args[0], out):
+            self._alias(out, inputs[0])
+        event = len(log.events) - len(allocated)
         for t in _out_tensors(out):
             if not (t.is_meta if meta else self._tracked(t)):
                 continue

@@ -152,16 +152,16 @@ def _cuda_enabled() -> tuple[set[str], tuple[str, ...] | None]:
 
 
 def _standin(t: torch.Tensor) -> torch.Tensor:
-    """A CPU tensor with ``t``'s sizes, dtype and requires_grad and no data to speak of (zero strides but the last).
-
-    requires_grad matters: the CPU flash kernel has no gradient for ``attn_mask``, so PyTorch's choice
-    (sdp_utils_cpp.cpp) takes math for a mask that requires grad (SeamlessM4T's and Cohere ASR's relative-position
-    bias); asked with a mask that does not, it answers flash."""
+    """A CPU tensor with ``t``'s sizes, dtype and ``requires_grad`` and no data to speak of (zero strides but the
+    last). ``requires_grad`` matters: the CPU flash kernel has no gradient for ``attn_mask``, so PyTorch's choice
+    (sdp_utils_cpp.cpp) takes math for a mask that requires grad (Doge's learned dynamic mask, SeamlessM4T's and
+    Cohere ASR's relative-position bias); asked with a mask that does not, it answers flash. The stand-in mirrors
+    the flag and PyTorch applies its own grad-mode rule to it."""
     last = t.stride(-1) if t.dim() else 1
     base = torch.empty(max(t.size(-1), 1) * max(abs(last), 1) if t.dim() else 1, dtype=t.dtype)
-    base.requires_grad_(t.requires_grad and torch.is_grad_enabled() and t.dtype.is_floating_point)
     strides = [0] * (t.dim() - 1) + ([last] if t.dim() else [])
-    return base.as_strided(tuple(t.shape), tuple(strides))
+    out = base.as_strided(tuple(t.shape), tuple(strides))
+    return out.requires_grad_() if t.requires_grad else out
 
 
 def cpu_sdpa_backend(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> str:

@@ -34,6 +34,7 @@ from memgraph.trace import progress
 from memgraph.trace.event_log import EventLog, Origin, Role
 from memgraph.trace.fused_optimizers import fused_on_meta
 from memgraph.trace.grad_scaler import make_scaler
+from memgraph.trace.layerdrop import every_layer_runs, layerdrop_note
 from memgraph.trace.module_tracking import ModuleStack
 from memgraph.trace.meta_kernels import MetaKernelFixes
 from memgraph.trace.recorder import Recorder
@@ -118,7 +119,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
 
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
-    rec = run.recorder_type(module_of=lambda: modules.current, device_type=device,
+    rec = run.recorder_type(module_of=lambda: modules.current, device_type=device, host_type=_host_type(opts.target),
                             workspace_of=_workspace_of(opts.target, runtime), on_op=runtime)
     run.attach(rec)
     progress.watch(rec.log)
@@ -151,7 +152,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     rec.enter(0, "setup")
     bounds = []
     fixes = MetaKernelFixes(opts.target)  # below the recorder: meta kernels corrected to the target's (MoE, conv)
-    with fused_on_meta(), modules, values, fixes, rec, torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
+    with fused_on_meta(), every_layer_runs(model) as dropped, modules, values, fixes, rec, \
+            torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
@@ -176,12 +178,19 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
-               + finetuning_notes(model, optimizer)
+               + finetuning_notes(model, optimizer) + layerdrop_note(dropped)
                + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()
                + (offload.notes(opts.iterations) if offload else [])),
         unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
         assumptions=resolved.assumptions,
     )
+
+
+def _host_type(target: str) -> str | None:
+    """The host device whose tensors are device memory too: on the cpu target the device is the host, so tensors
+    the model makes on the CPU (LongT5's local-attention masks, AdamW's for-loop ``step`` counters) count; on the
+    cuda target host tensors are not device memory."""
+    return "cpu" if target == "cpu" else None
 
 
 def _workspace_of(target: str, runtime: CudaRuntime | None):
@@ -253,7 +262,7 @@ def _register_existing(rec: Recorder, model: torch.nn.Module, batch: tuple[tuple
     for name, p in model.named_parameters(remove_duplicate=True):
         rec.register(p, Origin.PARAMETER, name, owners.get(id(p), ""))
     for name, b in model.named_buffers():
-        if b is not None and b.device.type == rec.device_type:
+        if b is not None and rec.tracks(b):  # host buffers too on the cpu target (Recorder.host_type)
             rec.register(b, Origin.BUFFER, name, name.rpartition(".")[0])
     args, kwargs = batch
     for name, t in [(f"input {i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
