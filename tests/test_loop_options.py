@@ -250,11 +250,10 @@ def test_measurement_records_store_the_resolved_options():
     (MLP, dict(inputs=(X,), optimizer="sgd", loss="sum")),
     (MLP, dict(inputs=(f"x=float16[{B},{D0}]",), optimizer="adamw", precision="fp16")),
     (LINEAR, dict(inputs=(X, TARGET), optimizer="sgd", loss="cross-entropy")),
-    pytest.param("tests/configs/tiny-llama.json", dict(seq_len=16, precision="fp16", optimizer="sgd"),
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "CPU half-precision kernels: the real fp16 step peaks 22.6% above the trace (994,056 vs 810,568 B "
-                     "at embedding_dense_backward); bf16 is 1.4% above on the same model, before these options. The "
-                     "CPU allocator's half-precision scratch is not modelled (the cuda target is what fp16 is for)"))),
+    # fp16 on the CPU: measured 810,568 B on 2026-11-23 (torch 2.13.0), equal to the trace; CI runs of the previous
+    # day measured 994,056 B (22.6% above, at embedding_dense_backward) and this case was a strict xfail. Which change
+    # moved the measurement was not identified: if it comes back, bisect before marking it again.
+    ("tests/configs/tiny-llama.json", dict(seq_len=16, precision="fp16", optimizer="sgd")),
     ("tests/configs/tiny-llama.json", dict(seq_len=16)),  # the defaults: sdpa, trainer loop, fused AdamW
 ])
 def test_cpu_measurement_agrees(model, kw):
