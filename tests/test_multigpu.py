@@ -211,8 +211,8 @@ def test_uneven_shards_make_rank_3_a_group_of_its_own():
     assert [g["ranks"] for g in r.ranks] == [[0, 1, 2], [3]]
     rank0, rank3 = r.ranks
     assert rank0["steady_state_peak"] == r.steady_state_peak.bytes  # rank 0's group is the report's figures
-    assert rank0["static"]["optimizer_state"] == 2 * SHARD_BYTES  # 9,880
-    assert rank3["static"]["optimizer_state"] == 2 * RANK3_SHARD * F32  # 8,840
+    assert rank0["static"]["optimizer_state"] == 2 * SHARD_BYTES + 4 * STEP  # 9,880 + the 4 step counters
+    assert rank3["static"]["optimizer_state"] == 2 * RANK3_SHARD * F32 + 4 * STEP  # 8,840 + the 4 step counters
     assert rank3["static"]["parameters"] == rank0["static"]["parameters"] == SHARD_BYTES  # padded storages
     # the steady state holds the whole optimizer state: rank 3 peaks 2 x (3 - 1) x 65 floats lower
     assert rank0["steady_state_peak"] - rank3["steady_state_peak"] == 2 * 2 * 65 * F32  # 1,040
@@ -228,7 +228,7 @@ def test_zero1_partitions_differ_per_rank():
     # rank 0, the 10x64 weight to 1, the biases (64 and 10) to 2 and 3: four different optimizer states
     r, _ = _run(MLP, "x=float32[2,64]", nproc=4, strategy="zero1")
     assert [g["ranks"] for g in r.ranks] == [[0], [1], [2], [3]]
-    assert [g["static"]["optimizer_state"] for g in r.ranks] == [2 * n * F32 for n in (64 * 64, 10 * 64, 64, 10)]
+    assert [g["static"]["optimizer_state"] for g in r.ranks] == [2 * n * F32 + STEP for n in (64 * 64, 10 * 64, 64, 10)]  # one step counter each
 
 
 @pytest.mark.slow
