@@ -522,16 +522,6 @@ KNOWN_MISSES = {
               "in _make_3block_relative_position_ids / _mask_local_attention_mask), which the cpu target's real "
               "step counts and the meta trace does not record (recording them, tried, moved AdamW's CPU step "
               "counters into the hand-checked goldens: left for a reviewed change)",
-    "idefics3": "analysis fails: get_image_features keeps the images that are not all padding, "
-                "real_images_inds = (pixel_values == 0).sum(...) != C*H*W (modeling_idefics3.py), then indexes "
-                "pixel_values with it and splits the features by real_images_inds.sum(1).tolist(): values computed "
-                "from float pixels, which meta has none of (trace/shadow_values.py). Taking the index as all True "
-                "was tried: the .tolist() of the per-sample counts still has no values, so the mask itself would "
-                "need a guessed shadow where it is made; left for a reviewed tracer change",
-    "smolvlm": "analysis fails as idefics3: pixel_values[real_images_inds], a boolean index computed from float "
-               "pixels, has no values on meta",
-    "idefics2": "analysis fails as idefics3: pixel_values[real_images_inds], a boolean index computed from float "
-                "pixels, has no values on meta",
     "m2m_100": "not investigated: -0.03% in run 0, +6.03% since the SDPA default (main gives the same)",
 }
 
