@@ -516,16 +516,6 @@ KNOWN_MISSES = {
                            "gradient and no AdamW state (48 KB); the trace assumes balanced routing "
                            "(trace/shadow_values.py balanced_routing): the steady state of a run whose batches "
                            "reach every expert (the choice follows random weights meta has no values for)",
-    "idefics3": "analysis fails: get_image_features keeps the images that are not all padding, "
-                "real_images_inds = (pixel_values == 0).sum(...) != C*H*W (modeling_idefics3.py), then indexes "
-                "pixel_values with it and splits the features by real_images_inds.sum(1).tolist(): values computed "
-                "from float pixels, which meta has none of (trace/shadow_values.py). Taking the index as all True "
-                "was tried: the .tolist() of the per-sample counts still has no values, so the mask itself would "
-                "need a guessed shadow where it is made; left for a reviewed tracer change",
-    "smolvlm": "analysis fails as idefics3: pixel_values[real_images_inds], a boolean index computed from float "
-               "pixels, has no values on meta",
-    "idefics2": "analysis fails as idefics3: pixel_values[real_images_inds], a boolean index computed from float "
-                "pixels, has no values on meta",
 }
 
 

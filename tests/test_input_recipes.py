@@ -123,6 +123,9 @@ def test_cpu_sdpa_choice_sees_a_mask_that_requires_grad():
     ("speech-seq2seq", "speech_to_text", "Speech2TextForConditionalGeneration"),  # log-mel, conv subsampler
     ("speech-seq2seq", "speecht5", "SpeechT5ForSpeechToText"),  # raw waveform input_values
     ("image-classification", "bit", "BitForImageClassification"),  # GroupNorm groups kept valid
+    # the padding test on pixel values answered from ImageInput's no-zero fact (trace/shadow_values.py)
+    ("image-text-to-text", "idefics3", "Idefics3ForConditionalGeneration"),
+    ("image-text-to-text", "idefics2", "Idefics2ForConditionalGeneration"),  # same test, perceiver resampler
 ])
 def test_recipe_within_1_percent_of_the_real_step(task, model_type, class_name):
     row = run_one(task, model_type, class_name)
@@ -154,3 +157,18 @@ def test_idefics3_processor_rule_by_hand():
     assert spec.config.scale_factor == 2
     assert b["pixel_values"].shape == (2, 2, 3, 32, 32)
     assert (b["input_ids"].value() == spec.config.image_token_id).sum(1).tolist() == [2 * 4] * 2
+
+
+def test_image_input_is_a_real_image_without_zeros():
+    """ImageInput makes pixels as the Idefics processors do, 8-bit k normalised by mean 0.5 / std 0.5
+    (image_processing_idefics3.py, IMAGENET_STANDARD_MEAN/STD): (k / 255 - 0.5) / 0.5; k = 0 -> -1, k = 255 -> 1,
+    and k / 255 = 0.5 has no integer k, so no value is 0.0 (the fact declared to the trace)."""
+    from memgraph.model_spec.multimodal_inputs import NO_ZERO, ImageInput
+
+    spec = ImageInput("pixel_values", (2, 1, 3, 32, 32), torch.float32)
+    x = spec.make("cpu", torch.Generator().manual_seed(0))
+    assert x.shape == (2, 1, 3, 32, 32) and (x != 0).all()
+    assert x.min() >= -1.0 and x.max() <= 1.0
+    k = (x * 0.5 + 0.5) * 255
+    assert torch.allclose(k, k.round(), atol=1e-4)  # 8-bit levels
+    assert spec.value_facts() == (NO_ZERO,) and spec.make("meta").device.type == "meta"

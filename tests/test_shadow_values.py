@@ -119,3 +119,46 @@ def test_fill_inputs_carry_their_value_and_lists_index_shadows():
         assert 0 not in ends  # Tensor.__contains__: (ends == 0).any().item()
         ones = torch.ones(2, 3, device="meta")  # a float constant fill: BioGPT's default mask
         assert bool(ones.all())
+
+
+def test_declared_no_zero_answers_the_idefics_padding_test():
+    """Idefics 2/3 and SmolVLM get_image_features (modeling_idefics3.py) keep the images that are not all padding:
+    ``real_images_inds = (pixel_values == 0.0).sum(dim=(-1, -2, -3)) != C*H*W``. With the recipe's fact "no element
+    of pixel_values is 0.0" every comparison with 0 is False, every image is real: 2 samples x 3 images -> counts
+    [3, 3] and all 6 images selected. 2*3*3*256*256 = 1,179,648 values, above the 2**20 shadow cap: the answer is
+    one element broadcast, so the size does not matter."""
+    from memgraph.model_spec.inputs import Batch
+    from memgraph.model_spec.multimodal_inputs import ImageInput
+
+    b, n, c, h, w = 2, 3, 3, 256, 256
+    assert b * n * c * h * w > 1 << 20
+    batch_spec = Batch((ImageInput("pixel_values", (b, n, c, h, w), torch.float32),), {})
+    _, kwargs = batch_spec.make("meta")
+    sv = ShadowValues()
+    assert sv.attach_batch(batch_spec, ((), kwargs)) == 1 and sv.value(kwargs["pixel_values"]) is None
+    with sv:
+        pixels = kwargs["pixel_values"].to(torch.bfloat16).view(b * n, c, h, w)  # a cast keeps non-zero values
+        assert sv.has_no_zero(pixels)
+        zeros = (pixels == 0.0).sum(dim=(-1, -2, -3))
+        assert sv.value(zeros).tolist() == [0] * 6
+        real = zeros != c * h * w
+        per_sample = real.view(b, n).sum(dim=1)
+        assert per_sample.tolist() == [3, 3]  # .tolist(): what the features are split by
+        kept = pixels[real]
+        assert kept.shape == (6, c, h, w) and sv.has_no_zero(kept)
+        assert sv.value(pixels != 0).all()
+        assert not sv.has_no_zero(pixels.to(torch.int64))  # 0.3 -> 0: the fact ends at an integer cast
+        assert sv.value(pixels == 1.0) is None  # only the comparison with 0 is known
+    assert sv.declared == {"pixel_values": 2}
+    (note,) = sv.assumption_notes()
+    assert note.startswith("assumed: every image is a real image, none is padding: 2 comparisons of pixel_values")
+
+
+def test_floats_without_the_fact_still_fail_the_padding_test():
+    pixels = torch.empty(2, 3, 8, 8, device="meta")
+    with ShadowValues() as sv:
+        real = (pixels == 0.0).sum(dim=(-1, -2, -3)) != 3 * 8 * 8
+        assert sv.value(real) is None
+        with pytest.raises(NotImplementedError):
+            pixels[real]  # boolean index without values: the meta kernel's nonzero error, as before
+    assert sv.assumption_notes() == []

@@ -15,7 +15,6 @@ only, so it holds for any width, and a fixed-size vision tower has no value-depe
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import inspect
@@ -82,14 +81,10 @@ def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
     if cfg.model_type in FAMILY_RULES:
         return FAMILY_RULES[cfg.model_type](cfg)
     errors = []
-    # Idefics 3 / SmolVLM keep the images that are not all padding (``nonzero`` of a per-image test); the probe's
-    # image is real, which is what meta's nonzero assumes with this flag (torch/fx/experimental/_config.py)
-    assume = torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True) \
-        if hasattr(torch.fx.experimental._config, "meta_nonzero_assume_all_nonzero") else contextlib.nullcontext()
     for rank in (4, 5):
         shape = (1,) * (rank - 3) + (channels, height, width)
         try:
-            with torch.device("meta"), assume:
+            with torch.device("meta"):
                 out = model.get_image_features(pixel_values=torch.empty(shape), **extra)
         except Exception as e:
             errors.append(f"{type(e).__name__}: {str(e)[:120]}")
@@ -112,8 +107,10 @@ def _idefics2(cfg) -> ImageProbe:
     return ImageProbe(int(cfg.perceiver_config.resampler_n_latents), rank=5)
 
 
-# Families whose get_image_features reads pixel values back (``any(real_images_inds)`` on the per-image padding
-# test), which meta cannot answer: the processor's own token count, from the file named in each rule.
+# Families whose get_image_features reads pixel values back (``real_images_inds``, the per-image padding test):
+# the probe runs outside the trace (model_spec sits below trace/shadow_values.py, which answers that test in the
+# trace from ImageInput's declared no-zero fact), so their count is the processor's own rule, from the file
+# named in each rule.
 FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2}
 
 

@@ -10,7 +10,9 @@ as ``LlavaProcessor`` expands ``<image>``. Tokens per sample::
 
     [BOS] ([image] * T  [text]) * N  [text ...]           (seq_len tokens in all)
 
-``pixel_values`` is ``[B*N, C, H, W]``; ``attention_mask`` is all ones; ``labels`` are the
+``pixel_values`` is ``[B*N, C, H, W]`` (``[B, N, C, H, W]`` for Idefics 2/3 and SmolVLM), an :class:`ImageInput`:
+every image is a real image, none a processor's all-zero padding image (declared to the trace, see the class);
+``attention_mask`` is all ones; ``labels`` are the
 ``input_ids`` with the image positions set to the ignore index (-100), as LLaVA training does.
 
 **Qwen2-VL** (dynamic resolution; ``spatial_merge_size`` and ``temporal_patch_size`` in the
@@ -68,6 +70,35 @@ class KnownInput(InputSpec):
         if torch.device(device).type == "meta":
             return torch.empty(self.shape, dtype=self.dtype, device=device)
         return self.values.to(device=device, dtype=self.dtype, copy=True)
+
+
+# Idefics 2/3 and SmolVLM processors normalise with IMAGENET_STANDARD_MEAN / _STD (transformers image_utils.py:
+# 0.5, 0.5) after rescaling 8-bit pixels by 1/255 (image_processing_idefics3.py): (k / 255 - 0.5) / 0.5.
+PIXEL_LEVELS = 256
+PIXEL_MEAN = 0.5
+PIXEL_STD = 0.5
+# A declared value fact (ImageInput.value_facts, read by trace/shadow_values.py): no element is exactly 0.0.
+NO_ZERO = "no_zero"
+
+
+@dataclass(frozen=True)
+class ImageInput(InputSpec):
+    """``pixel_values`` of real images: made on a real device as a processor makes them from 8-bit pixels,
+    ``(k / 255 - 0.5) / 0.5`` for k in [0, 255], so no element is 0.0 (k / 255 = 0.5 has no integer k) and no
+    image is the all-zero padding image that Idefics 2/3 and SmolVLM drop in ``get_image_features``
+    (modeling_idefics3.py ``real_images_inds``). On meta the values are unknown; :meth:`value_facts` declares
+    the no-zero fact to the trace (trace/shadow_values.py ``NO_ZERO``), which answers those models' padding test
+    and says so in the notes."""
+
+    def value_facts(self) -> tuple[str, ...]:
+        return (NO_ZERO,)
+
+    def make(self, device, generator=None) -> torch.Tensor:
+        if torch.device(device).type == "meta":
+            return torch.empty(self.shape, dtype=self.dtype, device=device)
+        k = torch.randint(0, PIXEL_LEVELS, self.shape, generator=generator)
+        pixels = (k.to(torch.float32) / (PIXEL_LEVELS - 1) - PIXEL_MEAN) / PIXEL_STD
+        return pixels.to(device=device, dtype=self.dtype)
 
 
 def image_hw(size) -> tuple[int, int]:
@@ -228,7 +259,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     labels = ids.masked_fill(image_mask, IGNORE_INDEX)
     inputs = [
         _known("input_ids", ids),
-        InputSpec("pixel_values", (b * n, channels, h, w) if probe.rank == 4 else (b, n, channels, h, w), dtype),
+        ImageInput("pixel_values", (b * n, channels, h, w) if probe.rank == 4 else (b, n, channels, h, w), dtype),
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
         _known("labels", labels),
     ]
@@ -319,4 +350,4 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
     ]
 
 
-__all__ = ["KnownInput", "NoImageTextLayout", "image_text_to_text", "layout_of", "image_hw", "smart_resize", "qwen2_vl_grid", "llava_image_tokens"]
+__all__ = ["KnownInput", "ImageInput", "NO_ZERO", "NoImageTextLayout", "image_text_to_text", "layout_of", "image_hw", "smart_resize", "qwen2_vl_grid", "llava_image_tokens"]

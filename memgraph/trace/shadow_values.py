@@ -57,6 +57,18 @@ Guessed reads. A one-element *bool* tensor without a shadow read back by Python 
 that allocate alike (a few scalars), and no value can be known on meta. Any other value-dependent read of
 a valueless tensor still fails with the op and module named.
 
+Declared facts. A floating-point input has no values on meta, but memgraph chose it, so some of its
+properties are known. An input spec with a ``value_facts()`` method naming :data:`NO_ZERO` declares that no
+element of the input is exactly 0.0: the image recipe's pixel values are a real image, 8-bit pixels normalised
+as the processor does (model_spec/multimodal_inputs.py ``ImageInput``), and ``(k / 255 - 0.5) / 0.5`` is never
+0. Idefics 2/3 and SmolVLM drop the all-padding images in ``get_image_features`` (modeling_idefics3.py:
+``real_images_inds = (pixel_values == 0.0).sum(dim=(-1, -2, -3)) != nb_values_per_image``), so the fact answers
+``x == 0`` (all False) and ``x != 0`` (all True) exactly, as zero-stride shadows of one element (no memory, no
+cap); the counts, the boolean index and ``.tolist()`` of the per-sample image counts then follow by propagation.
+The fact travels through ops that keep every element's value or select some of them (views, copies, casts
+between floating dtypes, indexing; :data:`_KEEPS_VALUES`), and a note names the input and what was assumed
+(:meth:`ShadowValues.assumption_notes`): every image is a real image, none is padding.
+
 Limits: values exist only for what the seeds determine; ``torch.tensor`` of non-shadowed meta data
 stays valueless; integer buffers made at build time (the model is built outside this mode) have no shadow.
 """
@@ -69,6 +81,7 @@ from contextlib import ExitStack
 import torch
 from torch.overrides import TorchFunctionMode
 
+from memgraph.model_spec.multimodal_inputs import NO_ZERO  # declared fact: no element is exactly 0.0
 from memgraph.private_api import (
     TorchDispatchMode,
     WeakIdKeyDictionary,
@@ -136,6 +149,8 @@ class ShadowValues(TorchDispatchMode):
         self.answered = 0  # value-dependent ops answered from shadows (for tests and notes)
         self.routed = 0  # router top-k/argmax results given balanced values (notes)
         self.guessed = 0  # one-element bool reads without values, answered True (notes)
+        self._no_zero = WeakIdKeyDictionary()  # meta float tensor -> name of the input declared to have no 0.0
+        self.declared: dict[str, int] = {}  # input name -> comparisons with 0 answered from its declared fact
 
     # -- seeds ------------------------------------------------------------------------------
     def attach(self, t: torch.Tensor, value: torch.Tensor) -> None:
@@ -148,7 +163,8 @@ class ShadowValues(TorchDispatchMode):
         self.max_elements = max(self.max_elements, DERIVED_ELEMENTS_PER_INPUT_ELEMENT * t.numel())
 
     def attach_batch(self, batch_spec, batch: tuple[tuple, dict]) -> int:
-        """Attach values to every integer or boolean input of a made batch; returns how many.
+        """Attach values to every integer or boolean input of a made batch, and declared facts to floating inputs
+        (a spec's ``value_facts()``, e.g. :data:`NO_ZERO`); returns how many inputs got either.
 
         Known values come from the spec's ``value()`` (processor-like layouts, ``--input ...=FILL``);
         other integer/bool inputs get values drawn as the real run draws them (``spec.make("cpu", ...)``:
@@ -172,7 +188,22 @@ class ShadowValues(TorchDispatchMode):
             if v is not None:
                 self.attach(t, v)
                 n += 1
+            facts = getattr(spec, "value_facts", None)
+            if callable(facts) and NO_ZERO in facts() and t.dtype.is_floating_point:
+                self.declare_no_zero(t, spec.name)
+                n += 1
         return n
+
+    def declare_no_zero(self, t: torch.Tensor, name: str) -> None:
+        """Declare that no element of meta tensor ``t`` (the input ``name``) is exactly 0.0: ``t == 0`` and ``t != 0``
+        and the same tests of its views, copies and selections are answered from that."""
+        if not _is_meta(t) or not t.dtype.is_floating_point:
+            raise ValueError("the no-zero fact is for floating-point meta tensors")
+        self._no_zero[t] = name
+
+    def has_no_zero(self, t: torch.Tensor) -> bool:
+        """Whether meta tensor ``t`` carries the declared fact that none of its elements is 0.0."""
+        return _is_meta(t) and t in self._no_zero
 
     def value(self, t: torch.Tensor) -> torch.Tensor | None:
         """The shadow of meta tensor ``t`` (None when it has none)."""
@@ -189,6 +220,11 @@ class ShadowValues(TorchDispatchMode):
             notes.append(f"guessed reads: {self.guessed} one-element bool tests of values the trace does not have "
                          "answered True (e.g. activation-range checks); branches that allocate differently "
                          "could differ (trace/shadow_values.py)")
+        for name, count in self.declared.items():
+            notes.append(f"assumed: every image is a real image, none is padding: {count} comparisons of {name} with 0 "
+                         f"answered from the recipe's fact that no element of {name} is 0.0 (a normalised real image; "
+                         "a processor's all-zero padding image would be dropped from the vision tower) "
+                         "(trace/shadow_values.py NO_ZERO)")
         return notes
 
     def __len__(self) -> int:
@@ -243,6 +279,8 @@ class ShadowValues(TorchDispatchMode):
             return out
         if packet in _UNINITIALISED:
             return out
+        if self._no_zero and args and self.has_no_zero(args[0]) and self._from_no_zero(func, args, kwargs, out):
+            return out
         if self._values or _makes_values(func, args, kwargs, out):
             self._propagate(func, args, kwargs, out)
         return out
@@ -267,6 +305,27 @@ class ShadowValues(TorchDispatchMode):
         if tuple(value.shape) == tuple(indices.shape):
             self._values[indices] = value
             self.routed += 1
+
+    def _from_no_zero(self, func, args, kwargs, out) -> bool:
+        """Ops on a tensor declared to have no 0.0: a comparison with 0 gets its exact value as a shadow (True: the
+        op is answered), a value-keeping op passes the fact to its outputs (False: shadows propagate as usual)."""
+        x = args[0]
+        other = args[1] if len(args) > 1 else kwargs.get("other")
+        if func in (aten.eq.Scalar, aten.ne.Scalar) and isinstance(other, (int, float)) and other == 0 \
+                and _is_meta(out) and out.dtype == torch.bool:
+            with _disable_current_modes():
+                # one element broadcast to the output's shape: exact, whatever the size (no max_elements cap)
+                self._values[out] = torch.full((), func is aten.ne.Scalar, dtype=torch.bool).expand(out.shape)
+            name = self._no_zero[x]
+            self.declared[name] = self.declared.get(name, 0) + 1
+            return True
+        if func.overloadpacket in _KEEPS_VALUES:
+            if func.overloadpacket is aten._to_copy and not out.dtype.is_floating_point:
+                return False  # a cast to an integer type can make 0 (0.3 -> 0): the fact ends here
+            for t in _flat(out):
+                if _is_meta(t) and t.dtype.is_floating_point:
+                    self._no_zero[t] = self._no_zero[x]
+        return False
 
     def _cpu(self, x):
         """``x`` with meta tensors replaced by their shadows (raises _Missing) and meta devices by cpu."""
@@ -420,6 +479,16 @@ class ShadowValues(TorchDispatchMode):
                 self._forget(t)
 
 
+# Ops whose outputs hold some of their first argument's elements unchanged (views, copies, selections) or
+# converted between floating dtypes (an image normalised to |x| >= 1/255 stays far above bf16's / fp16's
+# underflow): a declared no-zero fact carries over to their outputs.
+_KEEPS_VALUES = {
+    aten.view, aten._unsafe_view, aten.reshape, aten.alias, aten.detach, aten.clone, aten.contiguous,
+    aten._to_copy, aten.expand, aten.permute, aten.transpose, aten.t, aten.select, aten.slice, aten.unsqueeze,
+    aten.squeeze, aten.unfold, aten.index, aten.split, aten.split_with_sizes, aten.chunk, aten.unbind,
+    aten.narrow, aten.movedim, aten.flatten, aten.unflatten, aten.lift_fresh,
+}
+
 # Router decisions on float logits: topk (MoE top-k gating), argmax and max(dim) (top-1 routers, e.g. Switch).
 _ROUTING = {aten.topk.default, aten.argmax.default, aten.max.dim}
 
@@ -551,4 +620,4 @@ class _TensorFromData(TorchFunctionMode):
         return out
 
 
-__all__ = ["ShadowValues", "DEFAULT_MAX_ELEMENTS", "balanced_routing"]
+__all__ = ["ShadowValues", "DEFAULT_MAX_ELEMENTS", "NO_ZERO", "balanced_routing"]
