@@ -24,6 +24,11 @@ What is checked before interpolating (otherwise that size is traced for real):
 
 Notes that differ between the two traces (the KV-cache note names its bytes) are reported from
 the nearer traced size, prefixed with it.
+
+A deep model's traces are depth-synthesized (trace/depth_run.py): each traced size is traced at 3 and 4
+layers, and at 2 layers for the notes only; within one sequence length the 2-layer notes are traced once and
+reused by every size whose 3- and 4-layer notes are the same strings (``shared_notes_trace``: why that gives
+the notes a separate trace gives is in depth_run's docstring).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from memgraph.model_spec.sources import ModelSpec, resolve
 from memgraph.trace.event_log import EventLog, StorageRecord
 from memgraph.errors import MemgraphError
 from memgraph.facts.unknowns import BoundedUnknown
+from memgraph.trace.depth_run import shared_notes_trace
 from memgraph.trace.tracer import Trace, trace_training
 from memgraph.units import human_bytes
 
@@ -62,7 +68,8 @@ def analyze_many(model: str, options: TrainingOptions, batch_sizes: list[int], s
         points = []
         for seq in _unique(seq_lens):
             base = replace(options, seq_len=seq)
-            points += _batch_sweep(spec, base, _unique(batch_sizes), check)
+            with shared_notes_trace():  # depth synthesis' notes-only trace, once per sweep (trace/depth_run.py)
+                points += _batch_sweep(spec, base, _unique(batch_sizes), check)
         return points
 
 

@@ -207,3 +207,37 @@ def test_batch_sweep_on_synthesized_traces():
     swept = by_batch[3].result
     assert swept.steady_state_peak == full.steady_state_peak and swept.device == full.device
     assert swept.required_bytes == full.required_bytes and swept.phase_peaks == full.phase_peaks
+
+
+def test_sweeps_share_the_notes_trace_only_for_the_same_notes():
+    """Inside ``shared_notes_trace`` (a batch sweep) the 2-layer trace, used for its notes only, is traced once
+    for each pair of 3- and 4-layer notes: batch 4 after batch 2 reuses it (the same SDPA and autocast notes),
+    fp32 does not (no autocast note, another SDPA kernel), and a second block starts empty. Each trace equals
+    the one traced without sharing, field by field."""
+    from memgraph.trace.depth_run import shared_notes_trace
+
+    spec = resolve(_deep(LLAMA, 6))
+    mixed = TrainingOptions(**{**BASE, "batch_size": 2}, precision="bf16-mixed", attn_implementation="sdpa")
+    calls = []
+
+    def run(opts):
+        def trace_at(s):
+            calls.append((opts.batch_size, opts.precision, s.config.num_hidden_layers))
+            return trace_training(s, replace(opts, depth_synthesis="off"))
+        return trace_with_depth_synthesis(spec, opts, trace_at)
+
+    alone = {b: run(replace(mixed, batch_size=b)) for b in (2, 4)}
+    calls.clear()
+    with shared_notes_trace():
+        shared = {b: run(replace(mixed, batch_size=b)) for b in (2, 4)}
+        fp32 = run(replace(mixed, precision="fp32"))
+    with shared_notes_trace():
+        run(replace(mixed, batch_size=8))
+    assert calls == [(2, "bf16-mixed", 3), (2, "bf16-mixed", 4), (2, "bf16-mixed", 2),
+                     (4, "bf16-mixed", 3), (4, "bf16-mixed", 4),  # 2 layers: batch 2's notes
+                     (2, "fp32", 3), (2, "fp32", 4), (2, "fp32", 2),  # other notes: traced
+                     (8, "bf16-mixed", 3), (8, "bf16-mixed", 4), (8, "bf16-mixed", 2)]  # another sweep
+    for b in (2, 4):
+        assert first_difference(shared[b], alone[b]) is None
+        assert shared[b].notes == alone[b].notes and shared[b].notes[-1].startswith("depth synthesis: traced 2, 3 and 4")
+    assert fp32.notes[-1].startswith("depth synthesis: traced 2, 3 and 4")

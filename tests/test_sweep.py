@@ -9,6 +9,7 @@ at that size alone, exactly (no tolerance: both are the same arithmetic over the
 from __future__ import annotations
 
 import functools
+import json
 
 import pytest
 
@@ -51,6 +52,43 @@ def test_llama_sweep_equals_separate_analyses():
         _same_numbers(by_batch[b].result, analyze(LLAMA, batch_size=b, **LLAMA_OPTS))
     # the peak does grow with the batch (the sweep is not comparing constants)
     assert by_batch[8].result.steady_state_peak.bytes > by_batch[3].result.steady_state_peak.bytes
+
+
+def _report(result) -> dict:
+    """The JSON report with its wall times blanked (they vary from run to run, as in tests/test_golden.py)."""
+    from memgraph.render.json_report import render_json
+
+    data = json.loads(render_json(result, 3))
+    data["trace_seconds"] = data["analysis_seconds"] = 0.0
+    return data
+
+
+def test_deep_sweep_json_equals_separate_analyses(tmp_path, monkeypatch):
+    """A 10-layer llama (depth_run.MIN_DEPTH, so depth-synthesized from 2-, 3- and 4-layer traces) swept at 1, 2,
+    3 and 8: every size's whole JSON report is the separate analysis' at that size, the sweep's own note on the
+    interpolated size aside; and the sweep traced 2 layers once (batch 1's notes, reused by 8 and 2:
+    trace/depth_run.py ``shared_notes_trace``), 3 and 4 layers once per traced size (1, 8, 2)."""
+    import memgraph.trace.tracer as tracer
+
+    config = json.loads(open(LLAMA).read())
+    path = tmp_path / "deep-llama.json"
+    path.write_text(json.dumps({**config, "num_hidden_layers": 10}))
+    alone = {b: _report(analyze(str(path), batch_size=b, **LLAMA_OPTS)) for b in (1, 2, 3, 8)}
+    depths, trace_all = [], tracer._trace_all_layers
+    monkeypatch.setattr(tracer, "_trace_all_layers",
+                        lambda spec, opts, rank=0: depths.append(spec.config.num_hidden_layers) or
+                        trace_all(spec, opts, rank))
+    points = analyze_many(str(path), TrainingOptions(**LLAMA_OPTS), [1, 2, 3, 8], [16])
+    assert sorted(depths) == [2, 3, 3, 3, 4, 4, 4]
+    assert [p.source for p in points] == ["traced", "traced", "interpolated from batch 2 and 8", "traced"]
+    for p in points:
+        swept = _report(p.result)
+        if p.batch_size == 3:
+            swept["notes"].remove("sweep: batch 3 interpolated from batch 2 and 8 (memgraph/sweep.py): every "
+                                  "storage's size is affine in the batch size and the two traces record the same stream")
+        assert any(n.startswith("depth synthesis: traced 2, 3 and 4 of 10 layers") for n in swept["notes"])
+        assert swept == alone[p.batch_size], p.batch_size
+    assert alone[8]["steady_state_peak"]["bytes"] > alone[3]["steady_state_peak"]["bytes"]  # not constants
 
 
 def test_checked_sweep_traces_a_middle_size():

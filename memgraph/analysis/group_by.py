@@ -152,6 +152,7 @@ def _signature(layer: list[ModuleRow], parent: str) -> tuple:
     return tuple((r.module[cut:].partition(".")[2], tuple(vars_of(r).values())) for r in layer)
 
 
+@lru_cache(maxsize=None)  # a pure function of a few thousand module paths, called for every tensor at every peak
 def path_pattern(path: str) -> str:
     """``path`` with every numeric dotted part replaced by ``*`` (``transformer.h.*.mlp.act``)."""
     return ".".join("*" if p.isdigit() else p for p in path.split(".")) if path else path

@@ -373,6 +373,17 @@ def _synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[
             what, sid = log.events[index]
             if what == ALLOC:
                 new_sid[(sid, copy)] = len(new_sid)
+    instance, slab, skey, sby = syn._instance, syn.slab, syn.skey, syn.sby
+
+    def refs(sids: tuple[int, ...], ctx) -> tuple[int, ...]:  # the hot loop: syn.storage inlined, per op and tuple
+        try:
+            if ctx is None:
+                return tuple([new_sid[key] for key in syn.storages(sids, ctx)])
+            return tuple([new_sid[(sid, 0) if slab[sid] is None else instance(sid, ctx, slab, skey, sby, "storage")]
+                          for sid in sids])
+        except KeyError as e:
+            raise SynthesisError(f"a reference to a storage the synthesis does not make ({e.args[0]})") from None
+
     out = EventLog()
     storages: list[StorageRecord | None] = [None] * len(new_sid)
     position: dict[int, int] = {}
@@ -383,9 +394,9 @@ def _synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[
             out.phase_marks.append((len(out.events), *log.phase_marks[index][1:]))
         elif kind == "o":
             op = log.ops[index]
-            refs = lambda sids: tuple(_lookup(new_sid, syn.storages(sids, ctx), "storage"))
             out.ops.append(OpRecord(len(out.ops), op.op, syn.rename(op.module, ctx), op.phase, op.iteration,
-                                    refs(op.inputs), refs(op.outputs), refs(op.allocated), len(out.events)))
+                                    refs(op.inputs, ctx), refs(op.outputs, ctx), refs(op.allocated, ctx),
+                                    len(out.events)))
         else:
             what, sid = log.events[index]
             if what == ALLOC:

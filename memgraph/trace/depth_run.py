@@ -8,12 +8,24 @@ equal does it synthesize ``n`` layers. The trace's other fields follow the depth
 counts by one layer's parameters per layer, numbers in notes (SDPA call counts) checked affine in the depth
 on a third trace (``BASE_DEPTH - 1`` layers), everything else equal at both depths. Anything else, or any
 error, falls back to the full trace with one note saying why: the speed-up never changes a number.
+
+Inside :func:`shared_notes_trace` (a batch sweep, memgraph/sweep.py, one per sequence length) the
+``BASE_DEPTH - 1``-layer trace, whose only use is its notes, is traced once per pair of notes at ``BASE_DEPTH``
+and ``BASE_DEPTH + 1`` layers; notes that passed the affinity check are reused by every later size with the
+same pair of strings. The notes at full depth are a function of the three lists of notes alone (the check and
+the extrapolation are string arithmetic, :func:`_extrapolate_notes`), and notes that pass the check with a given
+pair have their text and every number fixed by that pair (each number on the line through its two values). So
+a reused list gives the notes this size's own shallow trace gives, unless that trace's notes would fail the
+check (a separate analysis then falls back to the full trace; the sweep does not): the one case where a sweep
+and a separate analysis can differ, which tests/test_sweep.py's comparison of every size would show.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import fields, replace
 
 from memgraph.model_spec.depth import model_depth, with_depth
@@ -24,6 +36,19 @@ BASE_DEPTH = 3  # traced depths 3 and 4 (and 2 for the notes); layer 1 is repeat
 # synthesis only where it traces fewer layers than the model has: at most 2 + 3 + 4 = 9 are traced
 MIN_DEPTH = (BASE_DEPTH - 1) + BASE_DEPTH + (BASE_DEPTH + 1) + 1
 _SAME_AT_EVERY_DEPTH = ("batch", "optimizer_impl", "unknowns", "assumptions")
+# inside shared_notes_trace(): (notes at BASE_DEPTH, at BASE_DEPTH + 1) -> notes at BASE_DEPTH - 1 layers
+_NOTES_BELOW: ContextVar[dict | None] = ContextVar("memgraph_notes_below", default=None)
+
+
+@contextmanager
+def shared_notes_trace():
+    """Within this block, traces of one model under options that differ only in the batch size share their
+    ``BASE_DEPTH - 1``-layer notes trace (module docstring); the block is a sweep of batch sizes."""
+    token = _NOTES_BELOW.set({})
+    try:
+        yield
+    finally:
+        _NOTES_BELOW.reset(token)
 
 
 def trace_with_depth_synthesis(spec, opts, trace_at):
@@ -74,10 +99,16 @@ def _synthesized(spec, trace_at, depth: int):
     traced = [b, b + 1]
     notes_from = {d: t.notes for d, t in shallow.items()}
     if shallow[b].notes != shallow[b + 1].notes:  # numbers that follow the depth: checked on a third depth
-        notes_from[b - 1] = trace_at(with_depth(spec, b - 1)).notes
+        shared, key = _NOTES_BELOW.get(), (tuple(shallow[b].notes), tuple(shallow[b + 1].notes))
+        if shared is not None and key in shared:  # a sweep: an earlier size's, verified with these same strings
+            notes_from[b - 1] = list(shared[key])
+        else:
+            notes_from[b - 1] = trace_at(with_depth(spec, b - 1)).notes
         traced.insert(0, b - 1)
         if _extrapolate_notes(notes_from, b - 1, b, b + 1) != notes_from[b + 1]:
             raise SynthesisError("numbers in the trace's notes are not affine in the depth")
+        if shared is not None:  # only notes that passed the check are shared
+            shared[key] = tuple(notes_from[b - 1])
     check = _synthesize_trace(shallow, stack, b, b + 1, notes_from)
     difference = first_difference(check, shallow[b + 1])
     if difference:
@@ -182,4 +213,4 @@ def _fields_differing(x, y) -> str:
                      for f in fields(x) if getattr(x, f.name) != getattr(y, f.name))
 
 
-__all__ = ["BASE_DEPTH", "first_difference", "trace_with_depth_synthesis"]
+__all__ = ["BASE_DEPTH", "first_difference", "shared_notes_trace", "trace_with_depth_synthesis"]

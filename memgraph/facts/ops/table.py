@@ -7,6 +7,7 @@ answers questions about it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable
 
 from memgraph.facts.unknowns import BoundedUnknown
@@ -66,6 +67,7 @@ def register(family: str, *names: str, note: str = "", workspace: dict[str, Work
         REGISTRY[name] = OpFacts(family, note, dict(workspace or {}), cuda)
 
 
+@lru_cache(maxsize=None)  # a pure function of the few hundred op names a trace runs, called once per op
 def packet(op: str) -> str:
     """'aten.mm.default' -> 'aten.mm'."""
     parts = op.split(".")
