@@ -474,6 +474,9 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
             lines.append(f"| {i} | {r['when']} | {r['what']} | {n} | {r['torch']} | {r['transformers']} | "
                          f"{r['commit']} |")
         lines.append("")
+    elif runs:
+        r = runs[0]
+        lines += [f"One run: {r['what']}, {r['when']}, memgraph commit {r['commit']}.", ""]
     if total is not None and len(rows) < total:
         lines += [f"**Partial sweep: {len(rows)} of {total} architecture/task pairs** (taken round robin over the "
                   "task families; the sweep was stopped by its time budget).", ""]
