@@ -300,6 +300,16 @@ def is_view(t: torch.Tensor) -> bool:
     return t._is_view()
 
 
+def fake_tensor_type() -> type:
+    """FakeTensorMode's tensor class (torch/_subclasses/fake_tensor.py ``FakeTensor``, torch 2.12-2.13). A fake tensor
+    reports a device (often ``cpu``) but holds no memory: DTensor's sharding propagation
+    (torch/distributed/tensor/_sharding_prop.py ``_propagate_tensor_meta_non_cached``) runs each op once on fake
+    global-shape copies under a ``FakeTensorMode`` below which the recorder sees them."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return FakeTensor
+
+
 def storage_key(t: torch.Tensor) -> int:
     """An int that identifies ``t``'s storage (equal for all views of it) while it is alive."""
     return t.untyped_storage()._cdata

@@ -83,6 +83,22 @@ def test_host_tensors_are_recorded_on_the_cpu_target_only():
         == [("aten._to_copy.default", 800), ("aten.add.Tensor", 800)]
 
 
+def test_fake_tensors_are_not_host_memory():
+    # DTensor's sharding propagation runs each op on fake global-shape tensors of device "cpu" under a
+    # FakeTensorMode above the recorder (torch/distributed/tensor/_sharding_prop.py); they hold no memory, and
+    # counting them doubled FSDP2's first-iteration peak on the cpu target (4,850,412 B predicted against the
+    # gloo run's 2,447,056 B). A real host tensor beside them is still 40 B.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    rec = Recorder(host_type="cpu")
+    with rec:
+        with FakeTensorMode():
+            torch.empty(1000, 64)  # 256,000 B if it were real
+        real = torch.empty(10)
+    assert [rec.log.storages[s].nbytes for k, s in rec.log.events if k == ALLOC] == [40]
+    del real
+
+
 def test_torch_tensor_is_an_allocation_of_lift_fresh():
     rec = Recorder(host_type="cpu")
     with rec:

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 import torch
 
 from memgraph.errors import MemgraphError, TraceError
-from memgraph.private_api import TorchDispatchMode
+from memgraph.private_api import TorchDispatchMode, fake_tensor_type
 from memgraph.trace.event_log import ALLOC, FREE, EventLog, OpRecord, Origin, Role
+
+_FAKE = fake_tensor_type()
 
 __all__ = ["ALLOC", "FREE", "Recorder"]
 
@@ -209,7 +211,8 @@ class Recorder(TorchDispatchMode):
 
     def _tracked(self, t) -> bool:
         if self.device_type == "meta":  # no torch.device object made per tensor
-            return t.is_meta or (self.host_type is not None and t.device.type == self.host_type)
+            return t.is_meta or (self.host_type is not None and t.device.type == self.host_type
+                                 and not isinstance(t, _FAKE))  # a fake "cpu" tensor holds no memory
         return t.device.type == self.device_type
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
