@@ -44,6 +44,7 @@ register(
     "aten.sqrt_", "aten.pow_", "aten.neg_", "aten.exp_", "aten.relu_", "aten.sigmoid_", "aten.tanh_",
     "aten.tril_", "aten.triu_", "aten.hardtanh_",
     "aten.rsqrt_", "aten.sign_",  # torch.optim.Adafactor's update; lion-pytorch's update_fn
+    "aten.bitwise_or_", "aten.__ior__",  # SmolVLM's real_images_inds[0] |= ...; torch.profiler: no allocation
     note="in place on its first argument; no allocation",
 )
 
@@ -61,7 +62,13 @@ register(
     "aten.bitwise_not", "aten.eq", "aten.ne", "aten.lt", "aten.le", "aten.gt", "aten.ge", "aten.isnan",
     "aten.isinf", "aten.nan_to_num", "aten.fmod", "aten.remainder", "aten.floor_divide",
     "aten.log_sigmoid_forward",
+    "aten.__or__", "aten.__and__",  # a | b on masks (TP's embedding mask); the profiler: one output (via bitwise_or)
     note="elementwise; one output (log_sigmoid_forward: output + buffer, both returned)",
+)
+register(
+    "pointwise", "aten.bucketize",
+    note="one output of the input's shape (int64, or int32 with out_int32); torch.profiler on the CPU (torch "
+         "2.13): no other allocation with contiguous boundaries (Idefics2/3 and SmolVLM position ids)",
 )
 register(
     "pointwise",
