@@ -207,9 +207,6 @@ class Recorder(TorchDispatchMode):
     # -- ops ------------------------------------------------------------------------------
     def tracks(self, t: torch.Tensor) -> bool:
         """Whether ``t``'s memory is the target's device memory, i.e. recorded (meta; host too on the cpu target)."""
-        return self._tracked(t)
-
-    def _tracked(self, t) -> bool:
         if self.device_type == "meta":  # no torch.device object made per tensor
             return t.is_meta or (self.host_type is not None and t.device.type == self.host_type
                                  and not isinstance(t, _FAKE))  # a fake "cpu" tensor holds no memory
@@ -241,7 +238,7 @@ class Recorder(TorchDispatchMode):
         inputs = []
         outputs, allocated = [], []
         for t in _arg_tensors(args, kwargs):
-            if not (t.is_meta if meta else self._tracked(t)):
+            if not (t.is_meta if meta else self.tracks(t)):
                 continue
             sid = sid_by_key.get(id(t.untyped_storage()))
             if sid is None and func is _LIFT_FRESH:  # torch.tensor(data): made without dispatch, lifted here
@@ -255,7 +252,7 @@ class Recorder(TorchDispatchMode):
             self._alias(out, inputs[0])
         event = len(log.events) - len(allocated)
         for t in _out_tensors(out):
-            if not (t.is_meta if meta else self._tracked(t)):
+            if not (t.is_meta if meta else self.tracks(t)):
                 continue
             sid = sid_by_key.get(id(t.untyped_storage()))
             if sid is None:
@@ -275,14 +272,14 @@ class Recorder(TorchDispatchMode):
     # -- roles ----------------------------------------------------------------------------
     def mark_saved(self, t: torch.Tensor) -> None:
         """Autograd saved ``t`` for backward (called from a saved-tensors pack hook)."""
-        if isinstance(t, torch.Tensor) and self._tracked(t):
+        if isinstance(t, torch.Tensor) and self.tracks(t):
             sid = self.sid_of(t)
             if sid is not None:
                 self.log.storages[sid].saved_for_backward = True
 
     def mark_role(self, t: torch.Tensor, role: Role | str, module: str | None = None) -> None:
         """Name the role of ``t``'s storage (gradient, optimizer_state), optionally re-attributing it."""
-        if isinstance(t, torch.Tensor) and self._tracked(t):
+        if isinstance(t, torch.Tensor) and self.tracks(t):
             sid = self.sid_of(t)
             if sid is not None and self.log.storages[sid].origin == Origin.OP:
                 self.log.storages[sid].role = Role(role)
