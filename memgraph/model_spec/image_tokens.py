@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.auto_classes import auto_class
 
 
 @dataclass(frozen=True)
@@ -52,13 +53,9 @@ def _cached(key: str, config_class, channels: int, height: int, width: int) -> I
 
 def model_class_for(cfg):
     """The image-text-to-text class transformers' auto mapping names for the config's model type, else None."""
-    import transformers
     from transformers.models.auto import modeling_auto
 
-    name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(getattr(cfg, "model_type", None))
-    if isinstance(name, (list, tuple)):
-        name = name[0]
-    return getattr(transformers, name, None) if name else None
+    return auto_class(cfg, modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
 
 
 def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:

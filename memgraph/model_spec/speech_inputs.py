@@ -26,6 +26,7 @@ import inspect
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.auto_classes import auto_class
 from memgraph.model_spec.inputs import Batch, InputSpec
 from memgraph.model_spec.multimodal_inputs import KnownInput
 
@@ -39,20 +40,17 @@ class NoSpeechLayout(MemgraphError):
 
 
 def speech_class(cfg):
-    import transformers
+    """The speech sequence-to-sequence class transformers' auto mapping names for the config's model type, else None."""
     from transformers.models.auto import modeling_auto
 
-    name = modeling_auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES.get(getattr(cfg, "model_type", None))
-    return getattr(transformers, name, None) if isinstance(name, str) else None
+    return auto_class(cfg, modeling_auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES)
 
 
 def feature_extractor_for(cfg):
     """The model type's feature extractor with its defaults (``feature_size`` = the config's mel bins), or None."""
-    import transformers
     from transformers.models.auto import feature_extraction_auto
 
-    name = feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES.get(getattr(cfg, "model_type", None))
-    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    cls = auto_class(cfg, feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES)
     if cls is None:
         return None
     kwargs = {}
@@ -62,7 +60,7 @@ def feature_extractor_for(cfg):
     try:
         return cls(**kwargs)
     except ImportError as e:  # e.g. an extractor that needs torchaudio or librosa
-        raise NoSpeechLayout(f"{name} needs a package memgraph does not install ({str(e).strip().splitlines()[0]})")
+        raise NoSpeechLayout(f"{cls.__name__} needs a package memgraph does not install ({str(e).strip().splitlines()[0]})")
 
 
 def _mel_bins(cfg, depth: int = 0) -> int | None:
