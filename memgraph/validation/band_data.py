@@ -1,0 +1,3 @@
+"""Written by memgraph.validation.band.write_band_data. Do not edit: regenerate."""
+
+ROWS = ()
