@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 MIN_ROWS = 5  # fewer rows of a kind than this: the band over every kind of the counter
 DEFINITION = ("validated band: over the published measurements of this counter and kind of model (reports/published.md), "
@@ -41,8 +42,13 @@ class BandRow:
     predicted: int
 
     @property
+    def ratio(self) -> Fraction:
+        """real / predicted, exactly (the stored measured value is the published number times its unit)."""
+        return Fraction(self.measured) / self.predicted
+
+    @property
     def real_vs_predicted_pct(self) -> float:
-        return 100.0 * (self.measured / self.predicted - 1.0)
+        return float(100 * (self.ratio - 1))
 
 
 @dataclass(frozen=True)
@@ -53,9 +59,11 @@ class Band:
     rows: int
     low_pct: float
     high_pct: float
+    high_ratio: Fraction = Fraction(1)  # the highest real / predicted, exactly
 
     def upper(self, predicted: int) -> int:
-        return math.ceil(predicted * (1.0 + max(self.high_pct, 0.0) / 100.0))
+        """The prediction times the highest real / predicted (at least 1), rounded up: exact integer arithmetic."""
+        return math.ceil(predicted * max(self.high_ratio, Fraction(1)))
 
     def sentence(self) -> str:
         like = "like this one" if self.scope == self.kind else f"of any kind (under {MIN_ROWS} of {self.kind})"
@@ -72,10 +80,10 @@ def stored_rows() -> list[BandRow]:
 def band(rows: list[BandRow], counter: str, kind: str) -> Band | None:
     """The band of ``counter`` for ``kind`` over ``rows`` (see the module's docstring), None with too few rows."""
     for scope in (kind, "any kind"):
-        errors = [r.real_vs_predicted_pct for r in rows
-                  if r.counter == counter and (scope == "any kind" or r.kind == scope)]
-        if len(errors) >= MIN_ROWS:
-            return Band(counter, kind, scope, len(errors), min(errors), max(errors))
+        ratios = [r.ratio for r in rows if r.counter == counter and (scope == "any kind" or r.kind == scope)]
+        if len(ratios) >= MIN_ROWS:
+            low, high = min(ratios), max(ratios)
+            return Band(counter, kind, scope, len(ratios), float(100 * (low - 1)), float(100 * (high - 1)), high)
     return None
 
 
