@@ -57,11 +57,21 @@ DEVICE = {"steady_state_reserved": 2 * GB, "steady_state_device_total": 3 * GB, 
 def test_counters_without_a_band_take_the_allocated_bands_bytes():
     v = validated_figures("decoder LM", DEVICE, 1_500_000_000, DECODER)
     assert v["allocated_validated_upper"] == 1_650_000_000  # 1.5 GB x 1.10
-    # reserved: no reserved rows, so the reserved prediction + the 150 MB the allocated band adds
+    # reserved: no reserved rows, so the reserved prediction + the 150 MB the allocated band adds (at least)
     assert v["reserved_validated_upper"] == 2 * GB + 150_000_000
     # device total: that + what today's upper end has above reserved (the context's upper end: 1 GB + 300 MiB)
     assert v["steady_state_device_total_validated_upper"] == 2 * GB + 150_000_000 + 1 * GB + 300 * 2**20
     assert v["bands"]["reserved"] is None and v["bands"]["allocated"]["rows"] == 5
+
+
+def test_reserved_takes_the_higher_of_its_band_and_the_allocated_bands_bytes():
+    reserved_rows = _rows("reserved", "decoder LM", [(90, 100)] * 4 + [(101, 100)], source="r")  # highest +1%
+    v = validated_figures("decoder LM", DEVICE, 1_500_000_000, DECODER + reserved_rows)
+    # the reserved band alone: 2 GB x 1.01 = 2.02 GB; the allocated band's 150 MB on top of 2 GB is higher
+    assert v["reserved_validated_upper"] == max(2_020_000_000, 2 * GB + 150_000_000) == 2_150_000_000
+    high = _rows("reserved", "decoder LM", [(90, 100)] * 4 + [(120, 100)], source="r")  # highest +20%
+    v = validated_figures("decoder LM", DEVICE, 1_500_000_000, DECODER + high)
+    assert v["reserved_validated_upper"] == 2_400_000_000  # 2 GB x 1.2 > 2.15 GB
 
 
 def test_no_band_at_all_leaves_the_bounded_unknowns():

@@ -13,9 +13,10 @@ quantile: the band is there so that "fits, with margin" does not run out of memo
 counter a 95% quantile would leave the worst rows, the ones a user would hit, outside by construction.
 
 A kind with fewer than ``MIN_ROWS`` rows of a counter takes the band of that counter over every kind (and says
-so); a counter with no band takes the next one's bytes: reserved = the reserved prediction + the bytes the
-allocated band adds (memory the allocator did not see must be reserved too), device total = that reserved figure
-+ the CUDA context's upper end (today's upper end of everything above reserved).
+so). The counters are tied: reserved is at least the reserved prediction + the bytes the allocated band adds
+(memory the allocator was not predicted to hand out must be reserved too), beside its own band if it has one;
+the device total is at least that reserved figure + the CUDA context's upper end (today's upper end of
+everything above reserved), beside its own band if it has one.
 """
 
 from __future__ import annotations
@@ -93,22 +94,20 @@ def validated_figures(kind: str, device: dict, allocated: int, rows: list[BandRo
     rows = stored_rows() if rows is None else rows
     bands = {c: band(rows, c, kind) for c in ("allocated", "reserved", "device_total")}
     alloc = bands["allocated"].upper(allocated) if bands["allocated"] else None
-    reserved = device["steady_state_reserved"]
-    if bands["reserved"]:
-        res = bands["reserved"].upper(reserved)
-    else:
-        res = None if alloc is None else reserved + (alloc - allocated)
-    if bands["device_total"]:
-        total = bands["device_total"].upper(device["steady_state_device_total"])
-    else:
-        above_reserved = device["steady_state_device_total_upper"] - device["reserved_upper"]
-        total = None if res is None else res + above_reserved
+    reserved, total = device["steady_state_reserved"], device["steady_state_device_total"]
+    # reserved: its own band, and at least the bytes the allocated band adds (they go through the allocator too)
+    res = max(([bands["reserved"].upper(reserved)] if bands["reserved"] else [])
+              + ([reserved + (alloc - allocated)] if alloc is not None else []), default=None)
+    # device total: its own band, and at least that reserved figure + what today's upper end has above reserved
+    above_reserved = device["steady_state_device_total_upper"] - device["reserved_upper"]
+    total_v = max(([bands["device_total"].upper(total)] if bands["device_total"] else [])
+                  + ([res + above_reserved] if res is not None else []), default=None)
     return {"kind": kind, "definition": DEFINITION,
             "bands": {c: (None if b is None else {"scope": b.scope, "rows": b.rows, "low_pct": round(b.low_pct, 2),
                                                   "high_pct": round(b.high_pct, 2), "sentence": b.sentence()})
                       for c, b in bands.items()},
             "allocated_validated_upper": alloc, "reserved_validated_upper": res,
-            "steady_state_device_total_validated_upper": total}
+            "steady_state_device_total_validated_upper": total_v}
 
 
 def write_band_data(evaluations, path="memgraph/validation/band_data.py") -> None:
