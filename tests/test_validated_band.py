@@ -107,7 +107,7 @@ def test_kinds_of_model():
     import transformers
 
     from memgraph.model_spec.sources import resolve
-    from memgraph.validation.kinds import model_kind
+    from memgraph.model_spec.kinds import model_kind
 
     def kind(config: str) -> str:
         spec = resolve(str(REPO / "tests" / "configs" / config))

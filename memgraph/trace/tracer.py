@@ -43,7 +43,7 @@ from memgraph.trace.shadow_values import ShadowValues
 from memgraph.trace.grad_accumulation import iteration_function
 from memgraph.trace.optimizer_in_backward import OptimizerInBackward, make_step_optimizer
 from memgraph.units import human_bytes
-from memgraph.validation.kinds import model_kind
+from memgraph.model_spec.kinds import model_kind
 
 
 @dataclass
@@ -62,7 +62,7 @@ class Trace:
     modalities: dict[str, str] = field(default_factory=dict)  # module path -> modality group (model_spec/modality.py)
     unknowns: list[BoundedUnknown] = field(default_factory=list)  # bounded unknowns the trace met (facts/unknowns.py)
     assumptions: list[str] = field(default_factory=list)  # the loop's defaults, resolved (model_spec/defaults.py)
-    model_kind: str = "other"  # the key of the validated error band (validation/kinds.py)
+    model_kind: str = "other"  # the key of the validated error band (model_spec/kinds.py)
 
 
 @contextlib.contextmanager

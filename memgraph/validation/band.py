@@ -2,7 +2,7 @@
 
 A reported uncertainty, never a factor applied to a prediction. The stored rows (validation/band_data.py, written
 by :func:`write_band_data` from ``memgraph validate --published``'s evaluations of ``reports/published/``) hold
-each predicted row's counter, model kind (validation/kinds.py), measured and predicted bytes. For a counter and a
+each predicted row's counter, model kind (model_spec/kinds.py), measured and predicted bytes. For a counter and a
 kind the band is
 
     [min, max] over those rows of  real / predicted - 1

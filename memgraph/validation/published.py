@@ -70,7 +70,7 @@ class Evaluation:
     reason: str | None = None  # pending / out of scope / error: why
     predicted: int | None = None
     upper: int | None = None  # the upper end of the same counter (bounded unknowns: allocator/upper_bound.py)
-    kind: str | None = None  # the model's kind (validation/kinds.py)
+    kind: str | None = None  # the model's kind (model_spec/kinds.py)
     figures: dict | None = None  # every counter's prediction and upper ends (predict_with_upper)
 
     @property
@@ -208,7 +208,7 @@ FIGURES = ("steady_state_reserved", "steady_state_device_total", "allocated_uppe
 
 
 def predict_with_upper(model: str, options: TrainingOptions, counter: str) -> tuple[int, int, str, dict]:
-    """The prediction of ``counter``, its upper end (the bounded unknowns'), the model's kind (validation/kinds.py)
+    """The prediction of ``counter``, its upper end (the bounded unknowns'), the model's kind (model_spec/kinds.py)
     and the analysis' figures of every counter (``allocated`` and FIGURES; the validated band's need them all)."""
     from memgraph.api import analyze
 
