@@ -7,8 +7,9 @@ Upper ends compared, per predicted row of the counter it reports:
   (allocator/upper_bound.py), what ``fits_with_margin`` compared before the band existed;
 * **with the band, in sample**: the higher of that and the validated band's figure (validation/band.py) from every
   stored row, this one included: never exceeded by construction (the band is the maximum), shown as a check;
-* **with the band, one source left out**: the same with the band computed from the rows of the other sources only,
-  the honest estimate of how the band does on a publication it has not seen.
+* **with the band, one source left out**: the same with the band computed from the rows of the other publications
+  (folders of ``reports/published/``) only, the honest estimate of how the band does on a publication it has not
+  seen.
 
 A row "exceeds" an upper end when its measured value is more than ``EXCEED_SLACK`` above it.
 """
@@ -49,11 +50,17 @@ def margins(evaluations) -> list[dict]:
     for e in evaluations:
         if e.predicted is None:
             continue
-        others = [r for r in rows if r.source != e.row.source]
+        others = [r for r in rows if _publication(r.file) != _publication(e.row.file)]
         out.append({"file": e.row.file, "counter": e.row.counter, "kind": e.kind, "measured": e.row.measured_bytes,
                     "predicted": e.predicted, "upper": e.upper or e.predicted, "in_sample": _validated(e, rows),
                     "left_out": _validated(e, others)})
     return out
+
+
+def _publication(file: str) -> str:
+    """The folder a row lies in: one publication (two source names may share it: a table and a tutorial line
+    from the same runs, reports/published/README.md)."""
+    return file.split("/")[0]
 
 
 def _exceeds(measured: float, upper: int | None) -> bool:
@@ -61,7 +68,7 @@ def _exceeds(measured: float, upper: int | None) -> bool:
 
 
 def _share(items: list[bool]) -> str:
-    return f"{sum(items)} of {len(items)} ({100 * sum(items) / len(items):.0f}%)" if items else "-"
+    return f"{sum(items)} of {len(items)} ({100 * sum(items) / len(items):.1f}%)" if items else "-"
 
 
 def _stats(rows: list[dict], counter: str | None) -> list:
