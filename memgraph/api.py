@@ -22,6 +22,7 @@ from memgraph.model_spec.sources import resolve
 from memgraph.trace import progress
 from memgraph.trace.ranks import rank_groups
 from memgraph.trace.tracer import Trace, trace_training
+from memgraph.validation.band import add_validated_band
 
 
 def _spec(model):
@@ -97,6 +98,7 @@ def add_device_peaks(result: Result, trace: Trace, opts: TrainingOptions) -> Non
                           context_bytes=opts.context_bytes)
     add_reserved(result.timeline, device.reserved_after, len(trace.log.events))
     _scheduler_fields(result, replace(device, reserved_after=[]))
+    add_validated_band(result, trace.model_kind)
 
 
 def check_snapshot_target(opts: TrainingOptions) -> None:

@@ -185,7 +185,7 @@ def test_json_fields_agree_with_the_table(with_workspace_unknown, monkeypatch):
     _small_h100(monkeypatch, 800 * MiB)  # fits (668 MiB) but not with margin (978 MiB)
     r = analyze(MLP[0], **MLP[1])
     data = json.loads(render(r, "json"))
-    assert data["schema_version"] == 4  # 4 adds fields; every field of 3 is unchanged
+    assert data["schema_version"] == 5  # 4 and 5 add fields; every field of 3 is unchanged
     assert (data["required_bytes"], data["required_bytes_upper"]) == (668 * MiB, 978 * MiB)
     assert (data["fits"], data["fits_with_margin"]) == (True, False)
     assert data["gpu"] == {"key": "h100-80gb", "name": "NVIDIA H100 80GB HBM3", "capacity_bytes": 800 * MiB}

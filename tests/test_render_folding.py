@@ -166,7 +166,7 @@ def test_image_sizes_the_processor_would_not_make():
 def test_json_folded_modules_keep_per_module_rows():
     r = analyze("tests/configs/tiny-gpt2.json", seq_len=16, target="cpu")
     d = json.loads(render(r, "json", 3))
-    assert d["schema_version"] == 4
+    assert d["schema_version"] == 5
     folded, rows = d["modules_folded"], d["modules"]
     # each folded row stands for `count` modules of its figures: they add up to the unfolded rows
     assert sum(f["peak_bytes"] * f["count"] for f in folded) == sum(m["peak_bytes"] for m in rows)

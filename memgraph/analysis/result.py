@@ -10,7 +10,9 @@ from dataclasses import asdict, dataclass, field
 # 4: each Peak's top_tensor_groups (identical tensors of repeated layers grouped); modules_folded (identical
 #    sibling layers folded); warnings (inputs the model cannot take as given); device's oom_* fields (where the
 #    caching allocator runs out). Every field of 3 is kept unchanged.
-SCHEMA_VERSION = 4
+# 5: required_bytes_validated_upper, margin_basis; device's *_validated_upper, validated_band, margin_basis
+#    (the validated error band, validation/band.py). Every field of 4 is kept.
+SCHEMA_VERSION = 5
 
 
 @dataclass
@@ -131,7 +133,10 @@ class Result:
     required_bytes: int | None = None  # expected device total (what nvidia-smi shows at the steady-state peak)
     required_bytes_upper: int | None = None  # its upper end: every bounded unknown at its upper size
     fits: bool | None = None  # required_bytes <= gpu capacity and the allocator replay never ran out
-    fits_with_margin: bool | None = None  # fits, and required_bytes_upper <= gpu capacity too
+    fits_with_margin: bool | None = None  # fits, and the upper end (margin_basis says which) <= gpu capacity too
+    # the device total's upper figure from the validated error band (validation/band.py); None where none exists
+    required_bytes_validated_upper: int | None = None
+    margin_basis: str | None = None  # which upper end fits_with_margin compares: validated band and/or unknowns
     gpu: dict | None = None  # {key, name, capacity_bytes}
     unknowns: list = field(default_factory=list)  # [{name, expected_bytes, upper_bytes, source, counter}]
     # inputs the model cannot take as given (sequence past its positions, image size its processor would not make)

@@ -67,10 +67,12 @@ def check_fields(values: dict, where: str) -> None:
             value = get(name)
             if value is None:
                 continue
-            if not _whole(value) or value < 1:
-                _refuse(where, name, value, f"{what} and must be a whole number >= 1")
-            if value > limit:
-                _refuse(where, name, value, beyond)
+            # a list gives one per stage (PVT, SegFormer: num_attention_heads [1, 2, 5, 8]): each is checked
+            for item in (value if isinstance(value, (list, tuple)) and value else (value,)):
+                if not _whole(item) or item < 1:
+                    _refuse(where, name, value, f"{what} and must be a whole number >= 1")
+                if item > limit:
+                    _refuse(where, name, value, beyond)
     for name in _POSITION_FIELDS:
         value = get(name)
         if value is not None and (not _whole(value) or not 1 <= value <= MAX_DIM):

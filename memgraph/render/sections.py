@@ -72,6 +72,7 @@ def device_lines(r: Result) -> list[str]:
         f"{human_bytes(d['steady_state_device_total_upper']):>12}  nvidia-smi (reserved + "
         f"{human_bytes(d['context_bytes'])} CUDA context, {context})",
         interval_line(d, r.unknowns),
+        *validated_lines(d),
         f"CUDA context: {d['context_assumption']}"
         + ("; --context-bytes replaces it with a measured figure" if d["context_estimated"] else ""),
         *fit_lines(d),
@@ -96,8 +97,28 @@ def interval_line(d: dict, unknowns: list[dict]) -> str:
             + ", ".join(f"{name} +{human_bytes(b)}" for name, b in terms))
 
 
+def validated_lines(d: dict) -> list[str]:
+    """The validated error band (validation/band.py): what published measurements of this kind showed."""
+    band = d.get("validated_band")
+    if not band:
+        return []
+    bands = [(c, b) for c, b in band["bands"].items() if b]
+    if not bands:
+        return [f"validated band: none yet for a {band['kind']} model; the margin is the bounded unknowns'"]
+    figures = {"allocated": d.get("allocated_validated_upper"), "reserved": d.get("reserved_validated_upper"),
+               "device total": d.get("steady_state_device_total_validated_upper")}
+    return [f"validated band ({band['kind']}): " + "; ".join(f"{c}: {b['sentence']}" for c, b in bands),
+            "  so up to " + ", ".join(f"{c} {human_bytes(v)}" for c, v in figures.items() if v is not None)
+            + " (a reported uncertainty, not applied to the prediction)"]
+
+
+def _margin_upper(d: dict) -> int:
+    """The device-total upper end fits_with_margin compares: the higher of the bounded unknowns' and the band's."""
+    return max(d["steady_state_device_total_upper"], d.get("steady_state_device_total_validated_upper") or 0)
+
+
 def fit_lines(d: dict) -> list[str]:
-    cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], d["steady_state_device_total_upper"]
+    cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], _margin_upper(d)
     if d["fits_with_margin"]:
         return [f"fits: yes, with margin: {human_bytes(cap - total)} headroom, "
                 f"{human_bytes(cap - upper)} at the upper end"]

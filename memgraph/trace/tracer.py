@@ -43,6 +43,7 @@ from memgraph.trace.shadow_values import ShadowValues
 from memgraph.trace.grad_accumulation import iteration_function
 from memgraph.trace.optimizer_in_backward import OptimizerInBackward, make_step_optimizer
 from memgraph.units import human_bytes
+from memgraph.model_spec.kinds import model_kind
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Trace:
     modalities: dict[str, str] = field(default_factory=dict)  # module path -> modality group (model_spec/modality.py)
     unknowns: list[BoundedUnknown] = field(default_factory=list)  # bounded unknowns the trace met (facts/unknowns.py)
     assumptions: list[str] = field(default_factory=list)  # the loop's defaults, resolved (model_spec/defaults.py)
+    model_kind: str = "other"  # the key of the validated error band (model_spec/kinds.py)
 
 
 @contextlib.contextmanager
@@ -182,7 +184,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
                + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()
                + (offload.notes(opts.iterations) if offload else [])),
         unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
-        assumptions=resolved.assumptions,
+        assumptions=resolved.assumptions, model_kind=model_kind(spec.task, model),
     )
 
 

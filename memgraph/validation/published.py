@@ -30,6 +30,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from memgraph.errors import MemgraphError
+from memgraph.validation import band_report
 from memgraph.model_spec.options import TrainingOptions, flag_of
 
 KIND = "memgraph.published"
@@ -37,6 +38,7 @@ COUNTERS = ("allocated", "reserved", "device_total")
 COUNTER_NAMES = {"allocated": "torch.cuda.max_memory_allocated", "reserved": "torch.cuda.max_memory_reserved",
                  "device_total": "nvidia-smi / NVML used memory"}
 UNITS = {"B": 1, "MB": 10**6, "MiB": 2**20, "GB": 10**9, "GiB": 2**30}
+BASELINE = "published-baseline.json"  # beside the folder: an earlier run's rows, the "before" of the report
 UNDER_THRESHOLD = -3.0  # percent: a row predicted more than 3% below its measurement counts as under-predicted
 # Fields every row must have (dotted: nested objects).
 REQUIRED = ("kind", "source.name", "source.url", "source.quote", "counter", "counter_reason", "measured.value",
@@ -67,6 +69,14 @@ class Evaluation:
     status: str  # "evaluable", "pending", "out of scope", "error"
     reason: str | None = None  # pending / out of scope / error: why
     predicted: int | None = None
+    upper: int | None = None  # the upper end of the same counter (bounded unknowns: allocator/upper_bound.py)
+    kind: str | None = None  # the model's kind (model_spec/kinds.py)
+    figures: dict | None = None  # every counter's prediction and upper ends (predict_with_upper)
+
+    @property
+    def validated_upper(self) -> int | None:
+        """The validated band's upper figure of the row's counter (validation/band.py), as analyze reported it."""
+        return (self.figures or {}).get(VALIDATED_KEY[self.row.counter])
 
     @property
     def error_pct(self) -> float | None:
@@ -183,16 +193,37 @@ def parse_options(argv: tuple[str, ...]) -> TrainingOptions:
 
 def predict(model: str, options: TrainingOptions, counter: str) -> int:
     """memgraph's steady-state prediction of ``counter``: what ``memgraph analyze`` reports for it."""
+    return predict_with_upper(model, options, counter)[0]
+
+
+UPPER_KEY = {"allocated": "allocated_upper", "reserved": "reserved_upper",
+             "device_total": "steady_state_device_total_upper"}
+VALIDATED_KEY = {"allocated": "allocated_validated_upper", "reserved": "reserved_validated_upper",
+                 "device_total": "steady_state_device_total_validated_upper"}
+
+
+FIGURES = ("steady_state_reserved", "steady_state_device_total", "allocated_upper", "reserved_upper",
+           "steady_state_device_total_upper", "allocated_validated_upper", "reserved_validated_upper",
+           "steady_state_device_total_validated_upper")
+
+
+def predict_with_upper(model: str, options: TrainingOptions, counter: str) -> tuple[int, int, str, dict]:
+    """The prediction of ``counter``, its upper end (the bounded unknowns'), the model's kind (model_spec/kinds.py)
+    and the analysis' figures of every counter (``allocated`` and FIGURES; the validated band's need them all)."""
     from memgraph.api import analyze
 
     result = analyze(model, options)
-    if counter == "allocated":
-        return result.steady_state_peak.bytes
     device = result.device or {}
-    key = {"reserved": "steady_state_reserved", "device_total": "steady_state_device_total"}[counter]
-    if device.get(key) is None:
-        raise MemgraphError(f"no {counter} prediction for {model}: the cuda target is needed")
-    return device[key]
+    if counter == "allocated":
+        value = result.steady_state_peak.bytes
+    else:
+        key = {"reserved": "steady_state_reserved", "device_total": "steady_state_device_total"}[counter]
+        if device.get(key) is None:
+            raise MemgraphError(f"no {counter} prediction for {model}: the cuda target is needed")
+        value = device[key]
+    kind = (device.get("validated_band") or {}).get("kind", "other")
+    figures = {"allocated": result.steady_state_peak.bytes, **{k: device.get(k) for k in FIGURES}}
+    return value, device.get(UPPER_KEY[counter], value), kind, figures
 
 
 def evaluate(row: PublishedRow) -> Evaluation:
@@ -207,7 +238,8 @@ def evaluate(row: PublishedRow) -> Evaluation:
     except MemgraphError as e:
         return Evaluation(row, "error", f"{row.file}: {e}")
     try:
-        return Evaluation(row, "evaluable", predicted=predict(row.model, options, row.counter))
+        predicted, upper, kind, figures = predict_with_upper(row.model, options, row.counter)
+        return Evaluation(row, "evaluable", predicted=predicted, upper=upper, kind=kind, figures=figures)
     except MemgraphError as e:
         return Evaluation(row, "error", str(e))
 
@@ -253,6 +285,8 @@ def render_markdown(evaluations: list[Evaluation], root: Path) -> str:
     lines += [tabulate(table, ["counter", "rows", "mean absolute error", "under-predicted by > 3%", "worst"],
                        tablefmt="github"), ""]
     if by_status["evaluable"]:
+        lines += band_report.render(evaluations, band_report.load_baseline(root.parent / BASELINE))
+    if by_status["evaluable"]:
         rows = [[f"[{e.row.source}]({e.row.url})", e.row.model, " ".join(e.row.options), e.row.gpu, e.row.counter,
                  f"{e.row.measured_text} ({human_bytes(int(e.row.measured_bytes))})", human_bytes(e.predicted),
                  f"{e.error_pct:+.1f}%"] for e in by_status["evaluable"]]
@@ -281,5 +315,11 @@ def error_record(evaluations: list[Evaluation]) -> dict[str, float]:
 
 
 def write_error_record(root: Path = Path("reports/published"),
-                       path: Path = Path("tests/published_errors.json")) -> None:
-    path.write_text(json.dumps(error_record(validate_published(root)), indent=1, sort_keys=True) + "\n")
+                       path: Path = Path("tests/published_errors.json")) -> list[Evaluation]:
+    """The error record and the validated band's rows (validation/band_data.py), from one run over ``root``."""
+    from memgraph.validation.band import write_band_data
+
+    evaluations = validate_published(root)
+    path.write_text(json.dumps(error_record(evaluations), indent=1, sort_keys=True) + "\n")
+    write_band_data(evaluations)
+    return evaluations
