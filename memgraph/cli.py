@@ -144,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="memgraph", description="Predict the GPU memory of a PyTorch training step, without a GPU.")
     p.add_argument("--version", action="version", version=f"memgraph {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p.subcommands = sub.choices  # name -> parser: parse_arguments refuses an unknown flag with its subcommand
 
     a = sub.add_parser("analyze", help="predict the peak memory of a training step")
     _training_args(a, "analyze")
@@ -339,8 +340,23 @@ def _quiet_transformers() -> None:
 COLLECTOR_PAUSED_COMMANDS = ("analyze", "fit", "gpus", "models")
 
 
+def parse_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, where an unknown flag is refused by its subcommand with the closest flag that
+    subcommand has (``--batchsize``: did you mean --batch-size?) and that subcommand's help."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        import difflib
+
+        sub = parser.subcommands[args.command]
+        known = [o for action in sub._actions for o in action.option_strings]
+        close = difflib.get_close_matches(unknown[0].split("=")[0], known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(build_parser(), argv)
     if not args.debug:
         _quiet_transformers()
     if not gc.isenabled() and args.command not in COLLECTOR_PAUSED_COMMANDS:
@@ -358,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         for path, content in reports.items():  # everything rendered first: a failure writes nothing
             write_output(content, path)
             if is_file_target(path):
-                print(f"memgraph: wrote {path} ({len(content):,} bytes)", file=sys.stderr)
+                print(f"memgraph: wrote {path} ({os.path.getsize(path):,} bytes)", file=sys.stderr)
         return getattr(args, "exit_code", 0)
     except MemgraphError as e:
         if args.debug:
