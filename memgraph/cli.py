@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     _training_args(a, "analyze")
     a.add_argument("--format", "-f", choices=FORMATS, default=None,
                    help="table (default), md, json, html, or snapshot (a PyTorch memory snapshot pickle for "
-                        "https://pytorch.org/memory_viz; needs --output)")
+                        "https://pytorch.org/memory_viz, a web page that needs a network; needs --output)")
     a.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop the analysis after SECONDS and say where it was (default {DEFAULT_TIMEOUT:g}; "
                         "llama-3.1-405b takes about 20)")

@@ -601,9 +601,9 @@ def _context_options(opts: TrainingOptions, gpu) -> None:
                                    opts.module_loading)
     except ValueError as e:
         raise MemgraphError(f"--cuda-version {opts.cuda_version} on {gpu.name}: {e}: pass --cuda-version 12") from None
-    if opts.gpu_memory is not None and opts.gpu_memory <= (opts.context_bytes or context.high_bytes):
+    if opts.gpu_memory is not None and opts.gpu_memory <= (opts.context_bytes or context.expected_bytes):
         raise MemgraphError(f"--gpu-memory {opts.gpu_memory:,} B is not more than the CUDA context alone "
-                            f"({human_bytes(opts.context_bytes or context.high_bytes)}): give a unit, e.g. --gpu-memory 48GiB")
+                            f"({human_bytes(opts.context_bytes or context.expected_bytes)}): give a unit, e.g. --gpu-memory 48GiB")
 
 
 def _positive(label: str, value, flag: str) -> None:
