@@ -41,6 +41,8 @@ def _text(f: Field, value) -> str:
     if f.name in ("gpu_memory", "context_bytes"):  # parse_bytes: a unit, the largest binary one that divides
         unit = next(((size, name) for size, name in _BINARY if value % size == 0), (1, "B"))
         return f"{value // unit[0]}{unit[1]}"
+    if f.name == "gpu":  # with --gpu-memory the options hold the catalog key "board@bytes" (facts/gpus.py with_capacity)
+        return str(value).partition("@")[0]
     if isinstance(value, tuple):  # --image-size HxW
         return "x".join(map(str, value))
     return str(value)

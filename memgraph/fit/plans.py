@@ -68,7 +68,7 @@ def find_plans(analyses: Analyses, yours: Outcome, singles: list[Outcome], progr
         if len(plans) >= WANT:
             break
         todo = _sets_to_analyse(yours, usable, size, plans)
-        jobs = [(_options(yours, s), _label(s), "", _changes(s)) for s in todo if size > 1]
+        jobs = [(_options(yours, s), _label(s), _cost(s), _changes(s)) for s in todo if size > 1]
         if jobs:
             progress.stage(f"{len(jobs)} sets of {size} changes, analysed in parallel")
             analyses.prefetch(jobs)
@@ -102,6 +102,10 @@ def _changes(parts: tuple[Outcome, ...]) -> tuple:
     return tuple(kv for p in parts for kv in p.changes)
 
 
+def _cost(parts: tuple[Outcome, ...]) -> str:
+    return "; ".join(p.cost for p in parts)
+
+
 def _label(parts: tuple[Outcome, ...]) -> str:
     return " + ".join(p.label for p in parts)
 
@@ -109,7 +113,7 @@ def _label(parts: tuple[Outcome, ...]) -> str:
 def _analyse(analyses: Analyses, yours: Outcome, parts: tuple[Outcome, ...], progress: FitProgress) -> Outcome | None:
     label = _label(parts)
     try:
-        o = analyses.outcome(_options(yours, parts), label, " and ".join(p.cost for p in parts), _changes(parts))
+        o = analyses.outcome(_options(yours, parts), label, _cost(parts), _changes(parts))
     except MemgraphError:  # the changes do not go together on this model
         return None
     progress.done(f"{label}: {'fits' if o.fits_with_margin else 'does not fit'}")
