@@ -167,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what to maximise (default batch-size)")
     f.add_argument("--format", "-f", choices=("table", "json"), default="table",
                    help="table, or json for a scheduler (default table)")
+    f.add_argument("--max-gpus", type=positive_int, default=8, metavar="N",
+                   help="multi-GPU changes (FSDP over 2, 4 or 8 GPUs) use at most N GPUs; 1: none (default 8, one node)")
     f.set_defaults(run=_fit)
 
     m = sub.add_parser("measure", help="run the same step for real and record the allocator's peaks (JSON)")
@@ -247,7 +249,7 @@ def _fit(a) -> str:
     from memgraph.fit import FitProgress, fit, render_fit
 
     with progress_line():
-        report = fit(a.model, training_options(a), a.solve, progress=FitProgress())
+        report = fit(a.model, training_options(a), a.solve, progress=FitProgress(), max_gpus=a.max_gpus)
     if not report.yours.fits_with_margin:
         a.exit_code = FIT_EXIT_DOES_NOT_FIT
     return render_fit(report, a.format)

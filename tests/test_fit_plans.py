@@ -126,11 +126,43 @@ def test_first_suggestion_fits_when_run_as_printed():
     from memgraph.fit import fit
 
     opts = TrainingOptions(seq_len=512, batch_size=32, gpu="t4", gpu_memory=1300 << 20)  # needs 1172 MiB, up to 1422
-    r = fit(TINY, opts)
+    r = fit(TINY, opts, max_gpus=2)
     assert not r.yours.fits_with_margin and r.plans
+    assert {o.label for o in r.changes if "FSDP" in o.label} == {"FSDP over 2 GPUs"}  # --max-gpus 2: no 4 or 8
     for plan, command in zip(r.plans, r.commands):
         assert plan.outcome.device_total < r.yours.device_total
         assert plan.outcome.options != r.yours.options
     pasted = _parsed(r.commands[0])
     assert pasted == replace(opts, **dict(r.plans[0].outcome.changes))
     assert analyze(TINY, pasted).fits_with_margin
+
+
+# The five scenarios, as users ask them. Each: the first suggestion, run as printed, fits; no suggestion is
+# a no-op, larger than your step, or what you already run.
+SCENARIOS = {
+    "full fine-tune 7B on a 24 GB card": "llama-2-7b --gpu rtx-4090 --precision bf16-mixed -s 2048",
+    "QLoRA 8B at 4k on 24 GB": "llama-3-8b --quantize 4bit --lora-rank 16 --precision bf16 -s 4096 --gpu rtx-4090",
+    "LLaVA stage 2 on 80 GB": "llava-1.5-7b --stage 2 -b 16 --gpu a100-80gb --precision bf16-mixed",
+    "Qwen2-VL, large images, on 40 GB": "qwen2-vl-2b --image-size 1344 -b 8 --gpu a100-40gb --precision bf16-mixed",
+    "70B on 8x80 GB": "llama-2-70b --nproc 8 --strategy fsdp --precision bf16-mixed -s 4096 --gpu h100-80gb",
+}
+
+
+@pytest.mark.slow  # a whole fit of a 2B-70B model each (tens of analyses)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_advice_is_safe_to_paste(scenario):
+    from memgraph.api import analyze
+    from memgraph.fit import fit
+
+    words = shlex.split(SCENARIOS[scenario])
+    a = build_parser().parse_args(["fit", *words])
+    opts = training_options(a)
+    r = fit(a.model, opts)
+    assert not r.yours.fits_with_margin, "each scenario is one a user brings because it does not fit"
+    assert r.plans, "fit finds a plan"
+    for plan, command in zip(r.plans, r.commands):
+        assert plan.outcome.fits_with_margin
+        assert plan.outcome.device_total < r.yours.device_total
+        assert any(getattr(r.yours.options, k) != v for k, v in plan.outcome.changes)  # not what you run
+        assert command.startswith(f"memgraph analyze {a.model} ")
+    assert analyze(a.model, _parsed(r.commands[0])).fits_with_margin

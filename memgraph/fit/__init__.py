@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from memgraph.errors import MemgraphError
 from memgraph.fit.analyses import Analyses, trace_key
-from memgraph.fit.candidates import CANDIDATES, Candidate, summary, try_changes
+from memgraph.fit.candidates import CANDIDATES, FSDP_WORLD_SIZES, Candidate, summary, try_changes
 from memgraph.fit.command import changed_flags, command_line
 from memgraph.fit.outcome import FitReport, Outcome
 from memgraph.fit.plans import Plan, find_plans
@@ -44,8 +44,11 @@ from memgraph.sweep import AffineFit, paused_gc
 SEQ_STEP = 256  # --solve seq-len answers in multiples of this many tokens (flash/efficient kernels tile by 128)
 
 
-def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: FitProgress | None = None) -> FitReport:
-    """The whole ``memgraph fit`` answer (see the module docstring)."""
+def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: FitProgress | None = None,
+        max_gpus: int = max(FSDP_WORLD_SIZES)) -> FitReport:
+    """The whole ``memgraph fit`` answer (see the module docstring); multi-GPU changes use at most ``max_gpus``."""
+    if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or max_gpus < 1:
+        raise MemgraphError(f"--max-gpus {max_gpus!r}: pass a whole number >= 1 (1: no multi-GPU changes)")
     if opts.target != "cuda":
         raise MemgraphError(f"memgraph fit answers for a GPU: drop --target {opts.target}")
     if solve not in ("batch-size", "seq-len"):
@@ -68,7 +71,7 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: 
             _solve_batch(analyses, opts, yours, report, progress)
         else:
             _solve_seq(analyses, opts, yours, report, progress)
-        report.changes = try_changes(analyses, opts, yours, progress)
+        report.changes = try_changes(analyses, opts, yours, progress, max_gpus)
         report.why += removal_line(yours, next((o for o in report.changes if o.how != "failed"), None))
         if not yours.fits_with_margin:
             report.plans = find_plans(analyses, yours, report.changes, progress)

@@ -98,14 +98,17 @@ def fsdp(n: int) -> Candidate:
                      HARDWARE)
 
 
-def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progress: FitProgress) -> list[Outcome]:
-    """Each applicable change analysed on your settings, ranked by device total (refused ones last)."""
+def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progress: FitProgress,
+                max_gpus: int = max(FSDP_WORLD_SIZES)) -> list[Outcome]:
+    """Each applicable change analysed on your settings, ranked by device total (refused ones last); FSDP over
+    at most ``max_gpus`` GPUs (``fit --max-gpus``)."""
     todo = [c for c in CANDIDATES if c.applies_to(opts)]
-    with_fsdp = not yours.fits_with_margin and opts.strategy is None and fsdp(2).applies_to(opts)
+    sizes = [n for n in FSDP_WORLD_SIZES if n <= max_gpus]
+    with_fsdp = bool(sizes) and not yours.fits_with_margin and opts.strategy is None and fsdp(2).applies_to(opts)
     total = len(todo) + with_fsdp
     jobs = [(c.apply(opts), c.name, c.cost, c.changes) for c in todo]  # applies_to: apply() succeeds
     if with_fsdp:  # the first FSDP size tried (_smallest_fsdp) traces alongside
-        big = fsdp(max(FSDP_WORLD_SIZES))
+        big = fsdp(max(sizes))
         jobs.append((big.apply(opts), big.name, big.cost, big.changes))
     progress.stage(f"{len(jobs)} changes, analysed in parallel")
     analyses.prefetch(jobs)
@@ -115,7 +118,7 @@ def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progr
         tried.append(_try(analyses, c, opts, yours.capacity))
         progress.done(f"[{i}/{total}] {tried[-1].label}: {summary(tried[-1])}")
     if with_fsdp:
-        tried.append(_smallest_fsdp(analyses, opts, yours.capacity, progress))
+        tried.append(_smallest_fsdp(analyses, opts, yours.capacity, progress, sizes))
         progress.done(f"[{total}/{total}] {tried[-1].label}: {summary(tried[-1])}")
     return sorted(tried, key=lambda o: (o.how == "failed", o.device_total))
 
@@ -128,12 +131,12 @@ def _try(analyses: Analyses, c: Candidate, opts: TrainingOptions, capacity: int)
         return failed(c.name, changed, capacity, str(e), c.changes)
 
 
-def _smallest_fsdp(analyses: Analyses, opts: TrainingOptions, capacity: int, progress: FitProgress) -> Outcome:
-    """FSDP over the fewest GPUs of :data:`FSDP_WORLD_SIZES` that fits: the largest first (one analysis when
-    even it does not fit), then halving while it still fits."""
-    sizes = sorted(FSDP_WORLD_SIZES, reverse=True)
+def _smallest_fsdp(analyses: Analyses, opts: TrainingOptions, capacity: int, progress: FitProgress,
+                   sizes: list[int]) -> Outcome:
+    """FSDP over the fewest GPUs of ``sizes`` that fits: the largest first (one analysis when even it does not
+    fit), then halving while it still fits."""
     best = None
-    for n in sizes:
+    for n in sorted(sizes, reverse=True):
         progress.stage(f"FSDP over {n} GPUs")
         o = _try(analyses, fsdp(n), opts, capacity)
         if best is None or o.fits_with_margin:
