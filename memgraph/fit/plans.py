@@ -4,8 +4,8 @@ A plan is a set of the single changes ``fit`` tried (fit/candidates.py), applied
 real. Plans are ranked as a user weighs them: **fewest changes first**, then the least price, where a change's
 price is its tier (nothing < compute < precision < fine-tuning method < more GPUs) and, within a tier, its
 place in :data:`~memgraph.fit.candidates.CANDIDATES` (cheapest first). The search goes by number of changes;
-at each size it analyses the cheapest sets whose *estimate* could fit, the estimate being your device total
-less what each change saved alone. Estimates only choose what to analyse: every plan shown is a real analysis,
+at each size it analyses the sets whose *estimate* fits, cheapest first, then those whose estimate is within
+:data:`ESTIMATE_SLACK` of the card, the estimate being your device total less what each change saved alone. Estimates only choose what to analyse: every plan shown is a real analysis,
 and fits with the margin. A set that contains a plan already found is not a plan (one of its changes would
 do nothing), and neither is a set with a change that made your step larger on its own.
 """
@@ -89,7 +89,8 @@ def _sets_to_analyse(yours: Outcome, usable: list[Outcome], size: int, plans: li
         estimate = yours.device_total - sum(yours.device_total - p.device_total for p in s)
         if estimate <= yours.capacity * ESTIMATE_SLACK:
             sets.append((_rank(s), estimate, s))
-    sets.sort(key=lambda t: (t[0], t[1]))
+    # the sets whose estimate fits first, cheapest first; then those that need the changes to save more together
+    sets.sort(key=lambda t: (t[1] > yours.capacity, t[0], t[1]))
     limit = len(sets) if size == 1 else ANALYSES_PER_SIZE  # single changes are analysed already
     return [s for _, _, s in sets[:limit]]
 
