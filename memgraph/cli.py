@@ -144,12 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="memgraph", description="Predict the GPU memory of a PyTorch training step, without a GPU.")
     p.add_argument("--version", action="version", version=f"memgraph {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p.subcommands = sub.choices  # name -> parser: parse_arguments refuses an unknown flag with its subcommand
 
     a = sub.add_parser("analyze", help="predict the peak memory of a training step")
     _training_args(a, "analyze")
     a.add_argument("--format", "-f", choices=FORMATS, default=None,
                    help="table (default), md, json, html, or snapshot (a PyTorch memory snapshot pickle for "
-                        "https://pytorch.org/memory_viz; needs --output)")
+                        "https://pytorch.org/memory_viz, a web page that needs a network; needs --output)")
     a.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop the analysis after SECONDS and say where it was (default {DEFAULT_TIMEOUT:g}; "
                         "llama-3.1-405b takes about 20)")
@@ -166,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what to maximise (default batch-size)")
     f.add_argument("--format", "-f", choices=("table", "json"), default="table",
                    help="table, or json for a scheduler (default table)")
+    f.add_argument("--max-gpus", type=positive_int, default=8, metavar="N",
+                   help="multi-GPU changes (FSDP over 2, 4 or 8 GPUs) use at most N GPUs; 1: none (default 8, one node)")
     f.set_defaults(run=_fit)
 
     m = sub.add_parser("measure", help="run the same step for real and record the allocator's peaks (JSON)")
@@ -246,7 +249,7 @@ def _fit(a) -> str:
     from memgraph.fit import FitProgress, fit, render_fit
 
     with progress_line():
-        report = fit(a.model, training_options(a), a.solve, progress=FitProgress())
+        report = fit(a.model, training_options(a), a.solve, progress=FitProgress(), max_gpus=a.max_gpus)
     if not report.yours.fits_with_margin:
         a.exit_code = FIT_EXIT_DOES_NOT_FIT
     return render_fit(report, a.format)
@@ -339,8 +342,23 @@ def _quiet_transformers() -> None:
 COLLECTOR_PAUSED_COMMANDS = ("analyze", "fit", "gpus", "models")
 
 
+def parse_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, where an unknown flag is refused by its subcommand with the closest flag that
+    subcommand has (``--batchsize``: did you mean --batch-size?) and that subcommand's help."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        import difflib
+
+        sub = parser.subcommands[args.command]
+        known = [o for action in sub._actions for o in action.option_strings]
+        close = difflib.get_close_matches(unknown[0].split("=")[0], known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(build_parser(), argv)
     if not args.debug:
         _quiet_transformers()
     if not gc.isenabled() and args.command not in COLLECTOR_PAUSED_COMMANDS:
@@ -358,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         for path, content in reports.items():  # everything rendered first: a failure writes nothing
             write_output(content, path)
             if is_file_target(path):
-                print(f"memgraph: wrote {path} ({len(content):,} bytes)", file=sys.stderr)
+                print(f"memgraph: wrote {path} ({os.path.getsize(path):,} bytes)", file=sys.stderr)
         return getattr(args, "exit_code", 0)
     except MemgraphError as e:
         if args.debug:

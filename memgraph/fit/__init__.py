@@ -14,7 +14,8 @@ Every number here is a prediction of memgraph's own analysis, never a rule of th
   quadratic in eager mode), so it is bisected with real traces, over multiples of ``SEQ_STEP`` tokens.
 * **Changes** (fit/candidates.py): each candidate change is applied to your settings alone and analysed
   for real; the table shows its device total, whether it fits, what it saves, and what it costs; then the
-  best combination, cheapest kind of change first, each step re-analysed, until the step fits.
+  **plans** (fit/plans.py): the smallest sets of changes that fit, cheapest first, each analysed for real and
+  printed as a command that can be pasted (fit/command.py).
 
 Analyses are memoised by options and a change the trace does not read (the allocator's configuration) is
 only replayed on the trace it shares (fit/analyses.py), so a fit costs a trace per distinct step.
@@ -27,10 +28,12 @@ from dataclasses import replace
 
 from memgraph.errors import MemgraphError
 from memgraph.fit.analyses import Analyses, trace_key
-from memgraph.fit.candidates import CANDIDATES, Candidate, best_combination, summary, try_changes
+from memgraph.fit.candidates import CANDIDATES, FSDP_WORLD_SIZES, Candidate, summary, try_changes
+from memgraph.fit.command import changed_flags, command_line
 from memgraph.fit.outcome import FitReport, Outcome
+from memgraph.fit.plans import Plan, find_plans
 from memgraph.fit.progress import QUIET, FitProgress
-from memgraph.fit.render import changed_flags, render_fit
+from memgraph.fit.render import render_fit
 from memgraph.fit.solve import MAX_BATCH, BatchAnswer, largest_fitting, solve_largest_batch
 from memgraph.fit.why import removal_line, why_lines
 from memgraph.model_spec.defaults import resolve_defaults
@@ -41,8 +44,11 @@ from memgraph.sweep import AffineFit, paused_gc
 SEQ_STEP = 256  # --solve seq-len answers in multiples of this many tokens (flash/efficient kernels tile by 128)
 
 
-def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: FitProgress | None = None) -> FitReport:
-    """The whole ``memgraph fit`` answer (see the module docstring)."""
+def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: FitProgress | None = None,
+        max_gpus: int = max(FSDP_WORLD_SIZES)) -> FitReport:
+    """The whole ``memgraph fit`` answer (see the module docstring); multi-GPU changes use at most ``max_gpus``."""
+    if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or max_gpus < 1:
+        raise MemgraphError(f"--max-gpus {max_gpus!r}: pass a whole number >= 1 (1: no multi-GPU changes)")
     if opts.target != "cuda":
         raise MemgraphError(f"memgraph fit answers for a GPU: drop --target {opts.target}")
     if solve not in ("batch-size", "seq-len"):
@@ -50,6 +56,7 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: 
     progress = progress or QUIET
     start = time.perf_counter()
     spec = resolve(model)
+    given = opts
     # Every 'auto' resolved first (attention, loop, optimizer implementation), so a change is compared with
     # what your settings really run, and the flags of the best combination are explicit.
     opts = resolve_defaults(spec, opts).options
@@ -64,10 +71,12 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: 
             _solve_batch(analyses, opts, yours, report, progress)
         else:
             _solve_seq(analyses, opts, yours, report, progress)
-        report.changes = try_changes(analyses, opts, yours, progress)
+        report.changes = try_changes(analyses, opts, yours, progress, max_gpus)
         report.why += removal_line(yours, next((o for o in report.changes if o.how != "failed"), None))
         if not yours.fits_with_margin:
-            report.best, report.best_steps = best_combination(analyses, yours, report.changes, progress)
+            report.plans = find_plans(analyses, yours, report.changes, progress)
+            report.commands = [command_line("analyze", model, replace(given, **dict(p.outcome.changes)))
+                               for p in report.plans]
     report.timings = analyses.timings
     report.seconds = time.perf_counter() - start
     return report
@@ -128,5 +137,6 @@ def _solve_seq(analyses: Analyses, opts: TrainingOptions, yours: Outcome, report
     report.largest = steps * SEQ_STEP or None
 
 
-__all__ = ["CANDIDATES", "BatchAnswer", "Candidate", "FitProgress", "FitReport", "Outcome", "changed_flags", "fit",
+__all__ = ["CANDIDATES", "BatchAnswer", "Candidate", "FitProgress", "FitReport", "Outcome", "Plan", "changed_flags",
+           "command_line", "fit",
            "largest_fitting", "render_fit", "solve_largest_batch"]

@@ -60,8 +60,8 @@ class FitReport:
     largest_source: str
     confirmations: list[Outcome] = field(default_factory=list)
     changes: list[Outcome] = field(default_factory=list)
-    best: Outcome | None = None
-    best_steps: list[str] = field(default_factory=list)  # how the best combination was built, one line a step
+    plans: list = field(default_factory=list)  # fit/plans.py Plan: the smallest sets of changes that fit, best first
+    commands: list[str] = field(default_factory=list)  # each plan as the command line that analyses it
     why: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timings: list[tuple[str, str, float]] = field(default_factory=list)  # (setting, how, seconds) of each analysis

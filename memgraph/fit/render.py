@@ -3,23 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 
 from memgraph.fit.outcome import FitReport, Outcome
-from memgraph.model_spec.options import TrainingOptions, flag_of
 from memgraph.units import human_bytes
-
-
-def changed_flags(base: TrainingOptions, changed: TrainingOptions) -> str:
-    """The command-line flags that turn ``base`` into ``changed``, e.g. ``--gradient-checkpointing --precision bf16``."""
-    out = []
-    for f in fields(TrainingOptions):
-        old, new = getattr(base, f.name), getattr(changed, f.name)
-        if old == new:
-            continue
-        flag = flag_of(f).name
-        out.append(flag if new is True else f"{flag} {new}")
-    return " ".join(out)
 
 
 def _verdict(o: Outcome) -> str:
@@ -42,8 +28,8 @@ def _json(r: FitReport) -> str:
         "options": r.yours.options.to_dict(), "solve": r.solve, "largest": r.largest,
         "largest_source": r.largest_source, "confirmations": [o.as_dict() for o in r.confirmations],
         "changes": [o.as_dict() for o in r.changes],
-        "best": None if r.best is None else {**r.best.as_dict(), "flags": changed_flags(r.yours.options, r.best.options)},
-        "best_steps": r.best_steps, "why": r.why, "seconds": round(r.seconds, 1),
+        "suggestions": [{**p.outcome.as_dict(), "command": c} for p, c in zip(r.plans, r.commands)],
+        "why": r.why, "seconds": round(r.seconds, 1),
         "analyses": [{"setting": s, "how": how, "seconds": round(sec, 2)} for s, how, sec in r.timings],
     }, indent=2) + "\n"
 
@@ -60,15 +46,26 @@ def _table(r: FitReport) -> str:
     for o in r.confirmations:
         lines.append(f"  {o.label}: needs {human_bytes(o.device_total)} (up to {human_bytes(o.device_total_upper)}): "
                      f"{_verdict(o)}")
-    if r.changes:
-        lines += ["", "== each change applied to your settings (a real prediction each), smallest first ==",
-                  _changes_table(y, r.changes)]
-    if r.best is not None:
-        lines += ["", "== best combination found (cheapest kind of change first, each step re-analysed) =="]
-        lines += [f"  {s}" for s in r.best_steps]
-        lines += [f"{r.best.label}: needs {human_bytes(r.best.device_total)} (up to "
-                  f"{human_bytes(r.best.device_total_upper)}): {_verdict(r.best)}",
-                  f"  memgraph analyze {r.model} ... {changed_flags(y.options, r.best.options)}"]
+    saving = [o for o in r.changes if o.how != "failed" and o.device_total < y.device_total]
+    if saving:
+        lines += ["", "== each change applied to your settings alone (a real prediction each), smallest first ==",
+                  _changes_table(y, saving + [o for o in r.changes if o.how == "failed"])]
+    idle = [o for o in r.changes if o.how != "failed" and o.device_total >= y.device_total]
+    if idle:
+        lines.append("not offered, they save nothing on your settings: " + ", ".join(
+            f"{o.label} ({'+' + human_bytes(o.device_total - y.device_total) if o.device_total > y.device_total else '0 B'})"
+            for o in idle))
+    if not y.fits_with_margin:
+        lines += ["", "== what to change: the fewest changes that fit, cheapest first (each analysed together) =="]
+        if not r.plans:
+            lines.append("no set of up to four of the changes above fits with the margin: a larger GPU, more GPUs "
+                         "(--nproc with --strategy) or a shorter sequence (--solve seq-len)")
+        for i, (p, command) in enumerate(zip(r.plans, r.commands)):
+            o = p.outcome
+            lines += [f"{'best' if i == 0 else 'or'}: {o.label}: needs {human_bytes(o.device_total)} (up to "
+                      f"{human_bytes(o.device_total_upper)}), {_verdict(o)}",
+                      f"  costs: {'; '.join(q.cost for q in p.parts)}",
+                      f"  {command}"]
     traced = sum(1 for _, how, _ in r.timings if how == "traced")
     lines += ["", f"({r.seconds:.1f} s: {len(r.timings)} analyses, {traced} of them traced)"]
     return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ from memgraph.facts.gpus import (
     get_gpu,
     with_capacity,
 )
+from memgraph.units import human_bytes
 
 # fp32: float32 everywhere. fp16-mixed: torch.autocast(float16) + GradScaler, float32 weights.
 # bf16-mixed: torch.autocast(bfloat16), float32 weights, no scaler. bf16: bfloat16 weights, gradients,
@@ -266,7 +267,7 @@ class TrainingOptions:
     inputs: tuple[str, ...] = option(
         (), "--input",
         "an input tensor, e.g. `x=float32[32,3,224,224]`, passed positionally (required for `module:function` "
-        "models); integers may add `<HIGH` for their value range, e.g. `y=int64[32]<1000`",
+        "models); integers may add `<HIGH` for their value range, e.g. `'y=int64[32]<1000'` (quoted: the shell reads `<` as a redirect)",
         metavar="NAME=DTYPE[DIMS]", repeatable=True)
     gpu: str = option(
         DEFAULT_GPU, "--gpu", "target GPU of the cuda target (`memgraph gpus` lists them)", metavar="NAME")
@@ -304,7 +305,7 @@ class TrainingOptions:
         "loss of `module:function` models: `auto` takes a scalar output (or `.loss`) as it is, else `out.sum()`; "
         "`sum`: `out.sum()` (also for transformers models: their logits summed, labels not passed, as "
         "`logits.sum().backward()` benchmarks do); `cross-entropy`: `F.cross_entropy(out, target)`, where `target` is the `--input` named "
-        "`target` (integer class indices; it is not passed to the model), e.g. `--input target=int64[32]<10`; "
+        "`target` (integer class indices; it is not passed to the model), e.g. `--input 'target=int64[32]<10'`; "
         "`chunked-ce` (transformers causal LMs): the `lm_head` and cross-entropy in 8 chunks of the sequence, each "
         "upcast to float32 on its own, as torchtune's `CEWithChunkedOutputLoss`",
         choices=LOSSES)
@@ -596,9 +597,13 @@ def _context_options(opts: TrainingOptions, gpu) -> None:
     if opts.context_bytes is not None:
         _positive("context bytes", opts.context_bytes, "--context-bytes")
     try:
-        cuda_context_for(gpu.compute_capability, opts.cuda_version and int(opts.cuda_version), opts.module_loading)
+        context = cuda_context_for(gpu.compute_capability, opts.cuda_version and int(opts.cuda_version),
+                                   opts.module_loading)
     except ValueError as e:
         raise MemgraphError(f"--cuda-version {opts.cuda_version} on {gpu.name}: {e}: pass --cuda-version 12") from None
+    if opts.gpu_memory is not None and opts.gpu_memory <= (opts.context_bytes or context.expected_bytes):
+        raise MemgraphError(f"--gpu-memory {opts.gpu_memory:,} B is not more than the CUDA context alone "
+                            f"({human_bytes(opts.context_bytes or context.expected_bytes)}): give a unit, e.g. --gpu-memory 48GiB")
 
 
 def _positive(label: str, value, flag: str) -> None:

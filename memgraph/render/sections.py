@@ -117,6 +117,10 @@ def _margin_upper(d: dict) -> int:
     return max(d["steady_state_device_total_upper"], d.get("steady_state_device_total_validated_upper") or 0)
 
 
+FIT_HINT = ("what to change: `memgraph fit` with the same model and options finds the fewest changes that fit, "
+            "each as a command to paste")
+
+
 def fit_lines(d: dict) -> list[str]:
     cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], _margin_upper(d)
     if d["fits_with_margin"]:
@@ -124,10 +128,10 @@ def fit_lines(d: dict) -> list[str]:
                 f"{human_bytes(cap - upper)} at the upper end"]
     if d["fits"]:
         return [f"fits only if the unknowns stay near their expected values (upper end {human_bytes(upper)} > "
-                f"{human_bytes(cap)}); {human_bytes(cap - total)} headroom expected"]
+                f"{human_bytes(cap)}); {human_bytes(cap - total)} headroom expected", FIT_HINT]
     if d.get("oom_event") is None:
-        return [f"fits: NO, needs {human_bytes(total)} (up to {human_bytes(upper)}) of {human_bytes(cap)}"]
-    return oom_lines(d)
+        return [f"fits: NO, needs {human_bytes(total)} (up to {human_bytes(upper)}) of {human_bytes(cap)}", FIT_HINT]
+    return [*oom_lines(d), FIT_HINT]
 
 
 def need_line(d: dict) -> str:
