@@ -164,11 +164,16 @@ def oom_lines(d: dict) -> list[str]:
         where = f", in {d['oom_module']}" + (f" ({op})" if op else "")
     elif d["oom_phase"] != "setup" and op:
         where = f", in {op} outside any module"
+    if d["allocator_budget_bytes"] <= 0:
+        budget = (f"and the card's {human_bytes(cap)} hold no more than the {human_bytes(d['context_bytes'])} CUDA "
+                  "context alone: nothing can be reserved")
+    else:
+        budget = (f"of the {human_bytes(d['allocator_budget_bytes'])} it may reserve ({human_bytes(cap)} less the "
+                  f"{human_bytes(d['context_bytes'])} CUDA context)")
     return [
         f"fits: NO: the caching allocator runs out {when}{where}: it asks for "
         f"{human_bytes(d['oom_request_bytes'])} with {human_bytes(d['oom_allocated_bytes'])} allocated and "
-        f"{human_bytes(d['oom_reserved_bytes'])} reserved, of the {human_bytes(d['allocator_budget_bytes'])} it may "
-        f"reserve ({human_bytes(cap)} less the {human_bytes(d['context_bytes'])} CUDA context)",
+        f"{human_bytes(d['oom_reserved_bytes'])} reserved, {budget}",
         need_line(d),
     ]
 
