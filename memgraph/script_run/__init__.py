@@ -1,0 +1,14 @@
+"""``memgraph run``: the user's own, unmodified training script, run on meta under the recorder.
+
+The script runs in this process (``runpy``) with the run's device (``cuda`` on the cuda target, ``cpu`` on the
+cpu target) mapped to ``meta`` (:mod:`.device_mode`), ``torch.cuda`` answering for the chosen ``--gpu``
+(:mod:`.cuda_stand_in`), the loop's phases and optimizer steps seen through global hooks (:mod:`.loop_watch`),
+and every storage recorded by :class:`memgraph.trace.recorder.Recorder`; after ``--steps`` optimizer steps the
+script is stopped and the trace goes through the same analysis and allocator replay as ``analyze``
+(:mod:`.runner`). Values a meta tensor cannot have are answered with placeholders and listed with the script
+line that read them (:mod:`.value_reads`).
+"""
+
+from memgraph.script_run.runner import ScriptCommand, run_script
+
+__all__ = ["ScriptCommand", "run_script"]
