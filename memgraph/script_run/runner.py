@@ -109,6 +109,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions) -> tuple[Trace, di
             stack.enter_context(cuda_stand_in(get_gpu(opts.gpu), DeviceCounters(rec.log, "cuda"), autocasts))
             stack.enter_context(foreach_kernels_also_on("meta"))
         stack.enter_context(mock.patch.object(torch, "save", lambda *_a, **_k: skipped.update(["torch.save"])))
+        stack.enter_context(_swapped_on_conversion())
         stack.enter_context(fused_on_meta())
         stack.enter_context(grad_scalers_assume_finite_grads())
         stack.enter_context(watch.hooks())
@@ -153,6 +154,21 @@ def _options(command: ScriptCommand, opts: TrainingOptions, watch: LoopWatch, au
     return {**opts.to_dict(), "precision": precision, "optimizer": optimizer, "optimizer_impl": _optimizer_impl(watch),
             "attn_implementation": "as the script builds it", "loop": "script", "script": list(command.argv),
             "steps": opts.iterations}
+
+
+@contextlib.contextmanager
+def _swapped_on_conversion():
+    """``model.to(device)`` keeps each parameter object (``torch.__future__`` swap on conversion, public API).
+
+    On a GPU, ``Module._apply`` moves a host parameter to CUDA with ``param.data = moved`` (the same Parameter);
+    host and meta tensors are not shallow-copy compatible, so a move to meta would make a new Parameter per
+    module instead, and a tied weight (GPT-2's wte / lm_head) would become two. Swapping keeps one."""
+    before = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        yield
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(before)
 
 
 def _both(first, second):
