@@ -51,6 +51,7 @@ class LoopWatch:
         self.optimizers: dict[int, torch.optim.Optimizer] = {}
         self.inputs: list[str] = []  # the model's first inputs, described
         self._in_step = 0
+        self._handles: list = []
 
     # -- hooks --------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -61,7 +62,7 @@ class LoopWatch:
         try:
             yield self
         finally:
-            for h in handles:
+            for h in handles + self._handles:
                 h.remove()
             if self.modules is not None:
                 self.modules.__exit__(None, None, None)
@@ -122,13 +123,25 @@ class LoopWatch:
         for name, b in module.named_buffers():
             if self.rec.tracks(b):
                 self._name(b, Origin.BUFFER, name, name.rpartition(".")[0])
-        for name, t in [(f"input {i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
-            if isinstance(t, torch.Tensor):
-                self.inputs.append(f"{name}={str(t.dtype).removeprefix('torch.')}{list(t.shape)}")
-                if self.rec.tracks(t) and not t.requires_grad:
-                    self._name(t, Origin.INPUT, name, "")
+        self._name_inputs(module, args, kwargs)
+        # a global pre-hook gets no keyword arguments (model(**batch)): the model's own hook sees them from its
+        # next call on (the Trainer's first batch is then named by its first op, e.g. aten._to_copy)
+        self._handles.append(module.register_forward_pre_hook(self._name_inputs, with_kwargs=True))
         self.modules = ModuleStack(module).enter_from_forward_pre_hook(module, args)
         self.rec.module_of = lambda: self.modules.current
+
+    def _name_inputs(self, _module, args: tuple, kwargs: dict) -> None:
+        """The tensors the model is called with are its inputs (the batch), described once."""
+        if current_graph_task_id() != -1:
+            return
+        described = []
+        for name, t in [(f"input {i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
+            if isinstance(t, torch.Tensor):
+                described.append(f"{name}={str(t.dtype).removeprefix('torch.')}{list(t.shape)}")
+                if self.rec.tracks(t) and not t.requires_grad:
+                    self._name(t, Origin.INPUT, name, "")
+        if described and not self.inputs:
+            self.inputs = described
 
     def _name(self, t: torch.Tensor, origin: Origin, name: str, module: str) -> None:
         sid = self.rec.register(t, origin, name, module)
