@@ -1,0 +1,110 @@
+"""memgraph run: the user's own CUDA script, unmodified, on meta (memgraph/script_run/)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from memgraph.cli import main
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.script_run import ScriptCommand, run_script
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "examples" / "scripts"
+
+
+def _run_json(tmp_path, *argv) -> dict:
+    out = tmp_path / "report.json"
+    assert main(["run", "-o", str(out), "--", *map(str, argv)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_nanogpt_script_static_bytes_by_hand(tmp_path):
+    """The nanoGPT-style loop (bf16 autocast, fused AdamW, GradScaler, grad accumulation 2), cuda target.
+
+    Parameters (fp32, each storage rounded up to the CUDA allocator's 512-byte blocks): wte 512x64 (tied with
+    lm_head: one storage) 131,072; wpe 64x64 16,384; per layer ln_1 64 -> 512, c_attn 192x64 49,152, c_proj
+    64x64 16,384, ln_2 512, c_fc 256x64 65,536, c_proj 64x256 65,536 = 197,632, x2 layers = 395,264; ln_f 512.
+    Total 543,232. Fused AdamW: exp_avg and exp_avg_sq of each (2 x 543,232) plus one float32 0-dim ``step``
+    per parameter on the device (fused keeps it there), 15 parameters x 512 = 7,680: 1,094,144."""
+    report = _run_json(tmp_path, SCRIPTS / "nanogpt_train.py")
+    assert report["parameters"] == 135_488  # 32,768 + 4,096 + 2 x 49,280 + 64: the tied weight counted once
+    assert report["static"]["parameters"] == 543_232
+    assert report["static"]["gradients"] == 543_232
+    assert report["static"]["optimizer_state"] == 2 * 543_232 + 15 * 512
+    assert report["options"]["precision"] == "bf16-mixed"
+    assert report["optimizer_impl"] == "AdamW (fused)"
+    assert report["steady_state_peak"]["phase"] in ("forward", "backward", "optimizer")
+    notes = "\n".join(report["notes"])
+    assert "Tensor.item() -> 1.0 at nanogpt_train.py:" in notes and "`lossf = loss.item()" in notes
+    assert "stopped after 3 optimizer steps" in notes
+
+
+def test_cuda_queries_answer_from_the_prediction(tmp_path, capsys):
+    """memory_allocated() after one 1000-element float32 tensor: 4,000 B rounded to 512-byte blocks = 4,096;
+    is_available / device name / capability are the --gpu's; the patches are undone afterwards."""
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        assert torch.cuda.is_available()
+        x = torch.empty(1000, device="cuda")
+        print("allocated", torch.cuda.memory_allocated(), torch.cuda.get_device_name(), torch.cuda.get_device_capability())
+        del x
+        model = torch.nn.Linear(8, 8).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        torch.save(model.state_dict(), "never-written.pt")
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            pass
+        for _ in range(5):
+            loss = model(torch.randn(4, 8).to("cuda", non_blocking=True)).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            torch.cuda.synchronize()
+            if torch.isfinite(loss):
+                print("peak", torch.cuda.max_memory_allocated())
+    """))
+    report = _run_json(tmp_path, script)
+    err = capsys.readouterr().err
+    assert "allocated 4096 NVIDIA H100 80GB HBM3 (9, 0)" in err
+    assert "bool(tensor) -> True at loop.py:19 `if torch.isfinite(loss):`" in "\n".join(report["notes"])
+    assert "torch.save: 1 call(s) skipped" in "\n".join(report["notes"]) and not Path("never-written.pt").exists()
+    assert torch.cuda.is_available() is False
+    assert torch.autocast is torch.amp.autocast_mode.autocast
+
+
+def test_script_that_cannot_run_gets_one_line(tmp_path, capsys):
+    script = tmp_path / "bad.py"
+    script.write_text("import torch\nx = torch.randn(8, device='cuda')\ny = x[x > 0]\n")
+    assert main(["run", "--", str(script)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("memgraph: error: bad.py:3 `y = x[x > 0]`"), err
+
+
+def test_missing_script_is_refused(tmp_path, capsys):
+    assert main(["run", "--", str(tmp_path / "nope.py")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["nanogpt_train.py", "hf_trainer_clm.py", "accelerate_loop.py",
+                                    "resnet_train.py"])
+def test_cpu_ground_truth_within_1_percent(script):
+    """The script run for real on the CPU (its CPU path, fp32) and measured with torch.profiler's memory events,
+    against memgraph run --target cpu: the steady-state peak (max over iterations 2..3) within 1% (the issue's
+    bound; measured 0.0000% to -0.0004%), and the first iteration's peak too."""
+    from memgraph.api import result_of_trace
+    from memgraph.script_run.cpu_truth import measure_script_cpu
+
+    command = ScriptCommand((str(SCRIPTS / script),))
+    measured = measure_script_cpu(command, 3)["iterations"]
+    opts = TrainingOptions(target="cpu", iterations=3)
+    trace, _ = run_script(command, opts)
+    result = result_of_trace(script, opts, trace)
+    steady = max(it["peak_allocated"] for it in measured[1:])
+    assert abs(result.steady_state_peak.bytes - steady) <= 0.01 * steady
+    assert abs(result.first_iteration_peak.bytes - measured[0]["peak_allocated"]) <= 0.01 * measured[0]["peak_allocated"]
