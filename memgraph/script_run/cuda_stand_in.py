@@ -13,6 +13,7 @@ capability and memory, opens streams and events, synchronizes, enters ``torch.au
   ``mem_get_info``: (capacity - allocated, capacity);
 * ``torch.autocast("cuda")``, ``torch.amp.autocast``, ``torch.cuda.amp.autocast``: the emulated CUDA autocast
   (memgraph/trace/autocast_emulation.py) over meta tensors; other device types keep the real one;
+  ``torch.is_autocast_enabled`` / ``torch.get_autocast_dtype`` for cuda (and meta) answer from the emulation;
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from memgraph.trace.autocast_emulation import AutocastStats, autocast_region
 from memgraph.trace.event_log import ALLOC, EventLog
 
 _REAL_AUTOCAST = torch.amp.autocast_mode.autocast
+_REAL_IS_ENABLED = torch.is_autocast_enabled
+_REAL_GET_DTYPE = torch.get_autocast_dtype
 
 
 class DeviceCounters:
@@ -94,6 +97,19 @@ class AutocastEmulations:
     def __init__(self, on_cache):
         self.stats: dict[torch.dtype, AutocastStats] = {}
         self.on_cache = on_cache
+        self.open: list[torch.dtype] = []  # dtypes of the emulated regions open now, innermost last
+
+    def is_enabled(self, device_type=None) -> bool:
+        """``torch.is_autocast_enabled``: the emulation's state for cuda (and meta, the cuda tensors' device)."""
+        if device_type in (None, "cuda", "meta"):
+            return bool(self.open)
+        return _REAL_IS_ENABLED(device_type)
+
+    def dtype(self, device_type):
+        """``torch.get_autocast_dtype``: the innermost emulated region's dtype for cuda / meta."""
+        if device_type in ("cuda", "meta"):
+            return self.open[-1] if self.open else torch.float16
+        return _REAL_GET_DTYPE(device_type)
 
     def region(self, device_type="cuda", dtype=None, enabled=True, cache_enabled=None):
         device_type = getattr(device_type, "type", device_type)
@@ -105,7 +121,7 @@ class AutocastEmulations:
         stats = self.stats.get(dtype)
         if stats is None:
             stats = self.stats[dtype] = AutocastStats(dtype, on_cache=self.on_cache)
-        return _Region(lambda: autocast_region(stats, "meta", cache_enabled is not False))
+        return _Region(lambda: autocast_region(stats, "meta", cache_enabled is not False), dtype, self.open)
 
     def cuda_amp(self, enabled=True, dtype=torch.float16, cache_enabled=True):
         return self.region("cuda", dtype, enabled, cache_enabled)
@@ -117,17 +133,19 @@ class AutocastEmulations:
 class _Region(contextlib.ContextDecorator):
     """An emulated autocast region usable as ``with`` and as a decorator, like ``torch.autocast``."""
 
-    def __init__(self, factory):
-        self.factory = factory
+    def __init__(self, factory, dtype, dtypes: list):
+        self.factory, self.dtype_, self.dtypes = factory, dtype, dtypes
         self.open: list = []
 
     def __enter__(self):
         ctx = self.factory()
         ctx.__enter__()
         self.open.append(ctx)
+        self.dtypes.append(self.dtype_)
         return self
 
     def __exit__(self, *exc):
+        self.dtypes.pop()
         return self.open.pop().__exit__(*exc)
 
 
@@ -154,7 +172,8 @@ def cuda_stand_in(gpu: GpuSpec, counters: DeviceCounters, autocasts: AutocastEmu
         (cuda, "memory_stats"): counters.stats,
         (cuda, "mem_get_info"): lambda *_a: (gpu.capacity_bytes - counters.allocated(), gpu.capacity_bytes),
         (torch, "autocast"): autocasts.region, (torch.amp, "autocast"): autocasts.region,
-        (cuda.amp, "autocast"): autocasts.cuda_amp,
+        (cuda.amp, "autocast"): autocasts.cuda_amp, (torch, "is_autocast_enabled"): autocasts.is_enabled,
+        (torch, "get_autocast_dtype"): autocasts.dtype,
     }
     with contextlib.ExitStack() as stack:
         for (owner, name), value in patches.items():
