@@ -94,19 +94,24 @@ class _Event:
 class AutocastEmulations:
     """The script's ``torch.autocast`` calls: emulated for the cuda device (meta tensors), real otherwise."""
 
-    def __init__(self, on_cache):
+    def __init__(self, on_cache, target: str = "cuda"):
+        self.target = target  # cpu target: meta tensors are the CPU's, whose real autocast state answers
         self.stats: dict[torch.dtype, AutocastStats] = {}
         self.on_cache = on_cache
         self.open: list[torch.dtype] = []  # dtypes of the emulated regions open now, innermost last
 
     def is_enabled(self, device_type=None) -> bool:
         """``torch.is_autocast_enabled``: the emulation's state for cuda (and meta, the cuda tensors' device)."""
+        if self.target == "cpu":
+            return _REAL_IS_ENABLED("cpu" if device_type == "meta" else device_type or "cuda")
         if device_type in (None, "cuda", "meta"):
             return bool(self.open)
         return _REAL_IS_ENABLED(device_type)
 
     def dtype(self, device_type):
         """``torch.get_autocast_dtype``: the innermost emulated region's dtype for cuda / meta."""
+        if self.target == "cpu":
+            return _REAL_GET_DTYPE("cpu" if device_type == "meta" else device_type)
         if device_type in ("cuda", "meta"):
             return self.open[-1] if self.open else torch.float16
         return _REAL_GET_DTYPE(device_type)
@@ -172,12 +177,21 @@ def cuda_stand_in(gpu: GpuSpec, counters: DeviceCounters, autocasts: AutocastEmu
         (cuda, "memory_stats"): counters.stats,
         (cuda, "mem_get_info"): lambda *_a: (gpu.capacity_bytes - counters.allocated(), gpu.capacity_bytes),
         (torch, "autocast"): autocasts.region, (torch.amp, "autocast"): autocasts.region,
-        (cuda.amp, "autocast"): autocasts.cuda_amp, (torch, "is_autocast_enabled"): autocasts.is_enabled,
-        (torch, "get_autocast_dtype"): autocasts.dtype,
+        (cuda.amp, "autocast"): autocasts.cuda_amp,
     }
     with contextlib.ExitStack() as stack:
         for (owner, name), value in patches.items():
             stack.enter_context(mock.patch.object(owner, name, value))
+        stack.enter_context(autocast_queries(autocasts))
+        yield
+
+
+@contextlib.contextmanager
+def autocast_queries(autocasts: AutocastEmulations):
+    """``torch.is_autocast_enabled`` / ``get_autocast_dtype`` answer for meta tensors (both targets): TRL's fused LM
+    head asks them for its input's device type, which the real functions refuse for meta."""
+    with mock.patch.object(torch, "is_autocast_enabled", autocasts.is_enabled), \
+            mock.patch.object(torch, "get_autocast_dtype", autocasts.dtype):
         yield
 
 

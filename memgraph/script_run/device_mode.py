@@ -10,7 +10,9 @@ host tensors as device memory and a host->meta move as the same storage (Recorde
 ``.to("cpu")`` returns the tensor itself.
 
 Also here, because they are ``Tensor`` methods: value reads of meta tensors (placeholders, counted by
-:class:`~memgraph.script_run.value_reads.ValueReads`), ``pin_memory()`` / ``record_stream()`` (no device memory;
+:class:`~memgraph.script_run.value_reads.ValueReads`; a tensor copied from host data, and the integer tensors
+computed from it, keep their real values in :class:`memgraph.trace.shadow_values.ShadowValues` and are read
+for real), ``pin_memory()`` / ``record_stream()`` (no device memory;
 returned as is), and ``Tensor.backward`` / ``torch.autograd.backward`` (the backward phase begins).
 """
 
@@ -36,11 +38,12 @@ _AS_IS = {_T.pin_memory, _T.record_stream}  # host pinning and stream bookkeepin
 class ScriptDeviceMode(TorchFunctionMode):
     """Maps the run's device (``device``: "cuda" or "cpu") to meta; answers value reads of meta tensors."""
 
-    def __init__(self, device: str, reads: ValueReads, on_backward: Callable[[], None]):
+    def __init__(self, device: str, reads: ValueReads, on_backward: Callable[[], None], has_value=lambda t: False):
         super().__init__()
         self.device = device
         self.reads = reads
         self.on_backward = on_backward
+        self.has_value = has_value  # a meta tensor with known values (trace/shadow_values.py): read for real
 
     def maps(self, d) -> bool:
         """Whether ``d`` names the run's device."""
@@ -60,7 +63,7 @@ class ScriptDeviceMode(TorchFunctionMode):
             return self._cuda(args, kwargs)
         if func in _SCALAR_READS or func in _BACKWARD or func in _AS_IS:
             return self._special(func, args, kwargs)
-        if args and isinstance(args[0], _T) and args[0].is_meta:
+        if args and isinstance(args[0], _T) and args[0].is_meta and not self.has_value(args[0]):
             if func is _T.tolist:
                 return self._read(args[0], "Tensor.tolist()", lambda: np.full(args[0].shape, placeholder(
                     args[0].dtype)).tolist())
@@ -80,8 +83,8 @@ class ScriptDeviceMode(TorchFunctionMode):
         t, rest = args[0], list(args[1:])
         if rest and self.maps(rest[0]):
             rest[0] = _META
-        elif rest and t.is_meta and self.device == "cuda" and _names_cpu(rest[0]) or (
-                t.is_meta and self.device == "cuda" and _names_cpu(kwargs.get("device"))):
+        elif t.is_meta and self.device == "cuda" and not self.has_value(t) and (
+                (rest and _names_cpu(rest[0])) or _names_cpu(kwargs.get("device"))):
             return self._read(t, "Tensor.to('cpu')", lambda: self._host(t))
         return _T.to(t, *rest, **kwargs)
 
@@ -97,7 +100,7 @@ class ScriptDeviceMode(TorchFunctionMode):
         t = args[0] if args else None
         if func in _AS_IS:  # pinned host memory is host memory (and a CPU-only build cannot pin)
             return t if func is _T.pin_memory else None
-        if not (isinstance(t, _T) and t.is_meta):
+        if not (isinstance(t, _T) and t.is_meta) or self.has_value(t):
             return func(*args, **kwargs)
         value = placeholder(t.dtype)
         return self._read(t, f"{_SCALAR_READS[func]} -> {value!r}", lambda: value if func is not _T.__index__ else 1)

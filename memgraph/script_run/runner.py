@@ -26,7 +26,7 @@ from memgraph.facts.gpus import get_gpu
 from memgraph.model_spec.modality import module_modalities
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.private_api import foreach_kernels_also_on, grad_scalers_assume_finite_grads
-from memgraph.script_run.cuda_stand_in import AutocastEmulations, DeviceCounters, cuda_stand_in
+from memgraph.script_run.cuda_stand_in import AutocastEmulations, DeviceCounters, autocast_queries, cuda_stand_in
 from memgraph.script_run.device_mode import ScriptDeviceMode
 from memgraph.script_run.loop_watch import LoopWatch, StopScript
 from memgraph.script_run.value_reads import ValueReads, script_line
@@ -37,7 +37,8 @@ from memgraph.trace.fused_optimizers import fused_on_meta
 from memgraph.trace.meta_kernels import MetaKernelFixes
 from memgraph.trace.recorder import Recorder
 from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
-from memgraph.trace.tracer import Trace, _host_type, _pack, _unpack, _workspace_of  # the tracer's own pieces
+from memgraph.trace.shadow_values import ShadowValues
+from memgraph.trace.tracer import Trace, _host_type, _pack, _shadow_notes, _unpack, _workspace_of  # the tracer's
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,9 @@ def run_script(command: ScriptCommand, opts: TrainingOptions) -> tuple[Trace, di
     device = "cuda" if opts.target == "cuda" else "cpu"
     cc = get_gpu(opts.gpu).compute_capability if opts.target == "cuda" else None
     kernel_stats = KernelStats(opts.target, f"sm{cc[0]}{cc[1]}" if cc else "cpu")
-    autocasts = AutocastEmulations(lambda t: rec.mark_role(t, Role.AUTOCAST_CACHE, rec._module()))
+    autocasts = AutocastEmulations(lambda t: rec.mark_role(t, Role.AUTOCAST_CACHE, rec._module()), opts.target)
     skipped: Counter = Counter()
+    shadows = ShadowValues()
     progress.stage(f"running {command.name}")
     progress.watch(rec.log)
     stopped = False
@@ -108,16 +110,19 @@ def run_script(command: ScriptCommand, opts: TrainingOptions) -> tuple[Trace, di
         if opts.target == "cuda":
             stack.enter_context(cuda_stand_in(get_gpu(opts.gpu), DeviceCounters(rec.log, "cuda"), autocasts))
             stack.enter_context(foreach_kernels_also_on("meta"))
+        else:
+            stack.enter_context(autocast_queries(autocasts))
         stack.enter_context(mock.patch.object(torch, "save", lambda *_a, **_k: skipped.update(["torch.save"])))
         stack.enter_context(_swapped_on_conversion())
         stack.enter_context(fused_on_meta())
         stack.enter_context(grad_scalers_assume_finite_grads())
         stack.enter_context(watch.hooks())
         stack.enter_context(MetaKernelFixes(opts.target))
+        stack.enter_context(shadows)  # below the recorder: host data copied to the device keeps its values
         stack.enter_context(rec)
         stack.enter_context(torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack))
         stack.enter_context(kernel_factory(opts.target, cc, kernel_stats)())
-        stack.enter_context(ScriptDeviceMode(device, reads, watch.on_backward))
+        stack.enter_context(ScriptDeviceMode(device, reads, watch.on_backward, lambda t: shadows.value(t) is not None))
         try:
             command.run()
         except StopScript:
@@ -135,7 +140,8 @@ def run_script(command: ScriptCommand, opts: TrainingOptions) -> tuple[Trace, di
     progress.watch(None)
     rec.close()
     trace = _trace(command, opts, rec, watch, stopped, time.perf_counter() - start,
-                   notes=_notes(command, opts, watch, stopped, reads, kernel_stats, autocasts, skipped),
+                   notes=_notes(command, opts, watch, stopped, reads, kernel_stats, autocasts, skipped)
+                  + _shadow_notes(shadows),
                    unknowns=runtime.kernels.unknowns() if runtime is not None else [])
     return trace, _options(command, opts, watch, autocasts)
 

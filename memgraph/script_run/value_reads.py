@@ -9,6 +9,7 @@ every such read (:meth:`ValueReads.notes`).
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -53,7 +54,7 @@ class ValueReads:
         script = library = ""
         frame = sys._getframe(1)
         while frame is not None:
-            name = frame.f_code.co_filename
+            name = _absolute(frame.f_code.co_filename)
             if not library and not name.startswith(_PACKAGE_DIRS) and not name.startswith(_MEMGRAPH_DIR):
                 library = f"{_short(name)}:{frame.f_lineno}"
             if name in self.script_files:
@@ -81,6 +82,12 @@ def script_line(path: str, lineno: int) -> str:
     """``train.py:31 `loss.item()``` for a line of the user's script."""
     text = linecache.getline(path, lineno).strip()
     return f"{os.path.basename(path)}:{lineno}" + (f" `{text}`" if text else "")
+
+
+@functools.lru_cache(maxsize=None)
+def _absolute(path: str) -> str:
+    """A code object's file as an absolute path (runpy.run_path of a relative path keeps it relative)."""
+    return os.path.abspath(path) if not path.startswith("<") else path
 
 
 def _short(path: str) -> str:
