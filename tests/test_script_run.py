@@ -90,6 +90,65 @@ def test_missing_script_is_refused(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+DDP_SCRIPT = """
+import os
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group(backend="nccl")
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256)).cuda(local_rank)
+ddp = DDP(model, device_ids=[local_rank])
+opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+for step in range(5):
+    loss = ddp(torch.randn(32, 256, device="cuda")).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+dist.destroy_process_group()
+"""
+
+
+def test_torchrun_style_ddp_script_on_the_fake_group(tmp_path):
+    """init_process_group("nccl") + DDP(device_ids=[LOCAL_RANK]) as rank 0 of --nproc 4. Parameters by hand:
+    weights 256x1024 and 1024x256 float32 = 1,048,576 B each, biases 1024 -> 4,096 B and 256 -> 1,024 B (each a
+    multiple of 512): 2,102,272 B; AdamW (foreach, as on CUDA) keeps exp_avg and exp_avg_sq on the device (its
+    ``step`` counters stay on the host): 2 x 2,102,272."""
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    out = tmp_path / "r.json"
+    assert main(["run", "--nproc", "4", "-o", str(out), "--", str(script)]) == 0
+    report = json.loads(out.read_text())
+    assert report["static"]["parameters"] == 2 * 1_048_576 + 4_096 + 1_024
+    assert report["static"]["optimizer_state"] == 2 * report["static"]["parameters"]
+    assert report["options"]["nproc"] == 4
+    assert any("init_process_group (nccl x1); it ran as rank 0 of 4" in n for n in report["notes"])
+    assert not torch.distributed.is_initialized()
+
+
+def test_module_form(tmp_path, monkeypatch):
+    """``-- -m MODULE ARGS``: run as python -m runs it; its argv reaches the module."""
+    (tmp_path / "tinyloop.py").write_text(textwrap.dedent("""
+        import sys
+        import torch
+        n = int(sys.argv[1])
+        model = torch.nn.Linear(n, n).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(4):
+            model(torch.randn(2, n, device="cuda")).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "r.json"
+    assert main(["run", "-o", str(out), "--", "-m", "tinyloop", "64"]) == 0
+    report = json.loads(out.read_text())
+    assert report["parameters"] == 64 * 64 + 64  # Linear(64, 64): the argument reached the module
+    assert report["model"] == "tinyloop"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["nanogpt_train.py", "hf_trainer_clm.py", "accelerate_loop.py",
                                     "resnet_train.py", "llava_train.py", "trl_sft_lora.py"])

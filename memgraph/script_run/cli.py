@@ -9,6 +9,8 @@ from memgraph.model_spec.options import TrainingOptions, flag_of, positive_int
 
 # The TrainingOptions fields memgraph run takes (the rest describe a step the script itself writes)
 RUN_FIELDS = ("target", "gpu", "gpu_memory", "allocator_conf", "cuda_version", "module_loading", "context_bytes")
+# --nproc: the world the script's init_process_group makes (script_run/distributed.py); not a TrainingOptions
+# field here, since TrainingOptions ties --nproc > 1 to analyze's --strategy
 
 
 def add_run_parser(sub, report_args) -> None:
@@ -25,6 +27,9 @@ def add_run_parser(sub, report_args) -> None:
                 default = os.environ.get(flag.env, f.default)
             g.add_argument(flag.name, dest=f.name, type=flag.parse, choices=flag.choices, metavar=flag.metavar,
                            default=default, help=flag.help.replace("`", "").replace("%", "%%"))
+    r.add_argument("--nproc", type=positive_int, default=1, metavar="N",
+                   help="world size the script's torch.distributed.init_process_group makes (fake process group; the "
+                        "script runs as rank 0, as torchrun --nproc-per-node N starts it) (default 1)")
     r.add_argument("--steps", type=positive_int, default=3, metavar="N",
                    help="optimizer steps to run before the script is stopped (at least 2: the first step and the "
                         "steady state; default 3)")
@@ -56,7 +61,7 @@ def run_command(a) -> dict:
     command = ScriptCommand(argv)
     command.check()
     with time_budget(a.timeout), progress_line():
-        trace, options = run_script(command, opts)
+        trace, options = run_script(command, opts, nproc=a.nproc)
         result = result_of_trace(command.name, opts, trace)
     result.options = options
     if a.no_timeline:

@@ -28,10 +28,12 @@ from memgraph.model_spec.options import TrainingOptions
 from memgraph.private_api import foreach_kernels_also_on, grad_scalers_assume_finite_grads
 from memgraph.script_run.cuda_stand_in import AutocastEmulations, DeviceCounters, autocast_queries, cuda_stand_in
 from memgraph.script_run.device_mode import ScriptDeviceMode
+from memgraph.script_run.distributed import fake_world, world_notes
 from memgraph.script_run.loop_watch import LoopWatch, StopScript
 from memgraph.script_run.value_reads import ValueReads, script_line
 from memgraph.trace import progress
 from memgraph.trace.cuda_library_workspaces import CudaRuntime
+from memgraph.trace.distributed import DistributedRecorder
 from memgraph.trace.event_log import Role
 from memgraph.trace.fused_optimizers import fused_on_meta
 from memgraph.trace.meta_kernels import MetaKernelFixes
@@ -85,13 +87,16 @@ class ScriptCommand:
             runpy.run_path(self.argv[0], run_name="__main__")
 
 
-def run_script(command: ScriptCommand, opts: TrainingOptions) -> tuple[Trace, dict]:
+def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) -> tuple[Trace, dict]:
     """Run ``command`` until ``opts.iterations`` optimizer steps are made, recorded on meta: the trace, and the
-    report's options (analyze's keys, with what the script did for precision, optimizer and loop)."""
+    report's options (analyze's keys, with what the script did for precision, optimizer and loop). ``nproc``: the
+    world the script's ``torch.distributed.init_process_group`` makes (it runs as rank 0)."""
     script = command.check()
     start = time.perf_counter()
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
-    rec = Recorder(device_type="meta", host_type=_host_type(opts.target), workspace_of=_workspace_of(opts.target, runtime))
+    recorder_type = DistributedRecorder if nproc > 1 else Recorder  # DTensors, DDP's bucket-index broadcast
+    rec = recorder_type(device_type="meta", host_type=_host_type(opts.target),
+                        workspace_of=_workspace_of(opts.target, runtime))
     watch = LoopWatch(rec, opts.iterations)
     rec.on_op = watch.on_op if runtime is None else _both(runtime, watch.on_op)
     reads = ValueReads(frozenset({script}))
@@ -101,6 +106,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions) -> tuple[Trace, di
     autocasts = AutocastEmulations(lambda t: rec.mark_role(t, Role.AUTOCAST_CACHE, rec._module()), opts.target)
     skipped: Counter = Counter()
     shadows = ShadowValues()
+    backends: Counter = Counter()  # init_process_group calls, by the backend asked for
     progress.stage(f"running {command.name}")
     progress.watch(rec.log)
     stopped = False
@@ -113,6 +119,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions) -> tuple[Trace, di
         else:
             stack.enter_context(autocast_queries(autocasts))
         stack.enter_context(mock.patch.object(torch, "save", lambda *_a, **_k: skipped.update(["torch.save"])))
+        stack.enter_context(fake_world(nproc, backends))
         stack.enter_context(_swapped_on_conversion())
         stack.enter_context(fused_on_meta())
         stack.enter_context(grad_scalers_assume_finite_grads())
@@ -141,9 +148,9 @@ def run_script(command: ScriptCommand, opts: TrainingOptions) -> tuple[Trace, di
     rec.close()
     trace = _trace(command, opts, rec, watch, stopped, time.perf_counter() - start,
                    notes=_notes(command, opts, watch, stopped, reads, kernel_stats, autocasts, skipped)
-                  + _shadow_notes(shadows),
+                  + _shadow_notes(shadows) + world_notes(nproc, backends),
                    unknowns=runtime.kernels.unknowns() if runtime is not None else [])
-    return trace, _options(command, opts, watch, autocasts)
+    return trace, {**_options(command, opts, watch, autocasts), "nproc": nproc}
 
 
 _PRECISION = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
