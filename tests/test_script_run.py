@@ -190,3 +190,39 @@ def test_trainer_script_agrees_with_analyze(tmp_path):
     ran, analyzed = report["steady_state_peak"]["by_category"], expected.steady_state_peak.by_category
     assert ran["inputs"] - analyzed["inputs"] == 1024 + 512
     assert 0 <= report["steady_state_peak"]["bytes"] - expected.steady_state_peak.bytes <= 4096
+
+
+def test_weights_from_disk_are_built_on_meta(tmp_path):
+    """from_pretrained of a local folder builds the model from its config on meta, in the config's dtype
+    (bfloat16 here), reading no weights; torch.load maps every tensor to meta. Parameters by hand: Llama with
+    vocab 504, hidden 64, intermediate 176, 2 layers, 4 heads / 2 kv heads (head_dim 16), untied head:
+    embed 504x64 + head 504x64 = 64,512; per layer q 64x64 + k 64x32 + v 64x32 + o 64x64 = 12,288, mlp 3 x 64x176
+    = 33,792, two norms 128: 46,208, x2 = 92,416; final norm 64: 156,992. The checkpoint's Linear(8, 8) loads
+    on meta; copied into the host module it leaves the host values (a counted read)."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(vocab_size=504, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, dtype="bfloat16")
+    config.architectures = ["LlamaForCausalLM"]
+    config.save_pretrained(tmp_path / "model")
+    torch.save(torch.nn.Linear(8, 8).state_dict(), tmp_path / "head.pt")
+    script = tmp_path / "ft.py"
+    script.write_text(textwrap.dedent(f"""
+        import torch
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained({str(tmp_path / "model")!r}).cuda()
+        head = torch.nn.Linear(8, 8)
+        head.load_state_dict(torch.load({str(tmp_path / "head.pt")!r}))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        for step in range(3):
+            ids = torch.randint(0, 504, (2, 32)).cuda()
+            model(input_ids=ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad()
+    """))
+    report = _run_json(tmp_path, script)
+    assert report["parameters"] == 156_992
+    assert report["options"]["precision"] == "bf16"
+    notes = "\n".join(report["notes"])
+    assert "LlamaForCausalLM.from_pretrained(" in notes and "built on meta in bfloat16" in notes
+    assert "torch.load(" in notes and "copy into a host tensor (values not loaded)" in notes

@@ -63,6 +63,12 @@ class ScriptDeviceMode(TorchFunctionMode):
             return self._cuda(args, kwargs)
         if func in _SCALAR_READS or func in _BACKWARD or func in _AS_IS:
             return self._special(func, args, kwargs)
+        if (func in (_T.copy_, _T.module_load) and len(args) > 1 and isinstance(args[1], _T) and args[1].is_meta
+                and not args[0].is_meta and not self.has_value(args[1])):
+            # a host tensor filled from a meta one (load_state_dict of a checkpoint loaded on meta): it keeps
+            # its own values; counted
+            return self._read(args[1], "copy into a host tensor (values not loaded)",
+                              lambda: args[0] if func is _T.copy_ else args[0].detach())
         if args and isinstance(args[0], _T) and args[0].is_meta and not self.has_value(args[0]):
             if func is _T.tolist:
                 return self._read(args[0], "Tensor.tolist()", lambda: np.full(args[0].shape, placeholder(

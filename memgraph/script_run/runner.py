@@ -31,6 +31,7 @@ from memgraph.script_run.device_mode import ScriptDeviceMode
 from memgraph.script_run.distributed import fake_world, world_notes
 from memgraph.script_run.loop_watch import LoopWatch, StopScript
 from memgraph.script_run.value_reads import ValueReads, script_line
+from memgraph.script_run.weights import load_notes, weights_on_meta
 from memgraph.trace import progress
 from memgraph.trace.cuda_library_workspaces import CudaRuntime
 from memgraph.trace.distributed import DistributedRecorder
@@ -107,6 +108,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) ->
     skipped: Counter = Counter()
     shadows = ShadowValues()
     backends: Counter = Counter()  # init_process_group calls, by the backend asked for
+    loads: Counter = Counter()  # weight loads built on meta (script_run/weights.py)
     progress.stage(f"running {command.name}")
     progress.watch(rec.log)
     stopped = False
@@ -119,6 +121,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) ->
         else:
             stack.enter_context(autocast_queries(autocasts))
         stack.enter_context(mock.patch.object(torch, "save", lambda *_a, **_k: skipped.update(["torch.save"])))
+        stack.enter_context(weights_on_meta(loads))
         stack.enter_context(fake_world(nproc, backends))
         stack.enter_context(_swapped_on_conversion())
         stack.enter_context(fused_on_meta())
@@ -148,7 +151,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) ->
     rec.close()
     trace = _trace(command, opts, rec, watch, stopped, time.perf_counter() - start,
                    notes=_notes(command, opts, watch, stopped, reads, kernel_stats, autocasts, skipped)
-                  + _shadow_notes(shadows) + world_notes(nproc, backends),
+                  + _shadow_notes(shadows) + world_notes(nproc, backends) + load_notes(loads),
                    unknowns=runtime.kernels.unknowns() if runtime is not None else [])
     return trace, {**_options(command, opts, watch, autocasts), "nproc": nproc}
 
