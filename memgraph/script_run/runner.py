@@ -113,6 +113,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) ->
     progress.watch(rec.log)
     stopped = False
     with contextlib.ExitStack() as stack:
+        stack.callback(progress.watch, None)
         stack.enter_context(_script_argv(command, script))
         stack.enter_context(contextlib.redirect_stdout(sys.stderr))  # the script's prints: not in the report
         if opts.target == "cuda":
@@ -147,7 +148,6 @@ def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) ->
             first = str(e).splitlines()[0] if str(e) else ""
             raise MemgraphError(f"{_where(e, script, lead=True)}{type(e).__name__}: {first} (memgraph run runs "
                                 "the script on meta tensors: see README, 'memgraph run')") from e
-    progress.watch(None)
     rec.close()
     trace = _trace(command, opts, rec, watch, stopped, time.perf_counter() - start,
                    notes=_notes(command, opts, watch, stopped, reads, kernel_stats, autocasts, skipped)
@@ -212,7 +212,7 @@ def _where(e: BaseException, script: str, lead: bool = False) -> str:
     """The innermost line of the script in ``e``'s traceback: " at train.py:31 `...`" (or "train.py:31 `...`: ")."""
     frames = [f for f in traceback.extract_tb(e.__traceback__) if os.path.abspath(f.filename) == script]
     if not frames:
-        return "" if lead else ""
+        return ""
     line = script_line(script, frames[-1].lineno)
     return f"{line}: " if lead else f" at {line}"
 
