@@ -9,6 +9,14 @@ script is stopped and the trace goes through the same analysis and allocator rep
 line that read them (:mod:`.value_reads`).
 """
 
-from memgraph.script_run.runner import ScriptCommand, run_script
-
 __all__ = ["ScriptCommand", "run_script"]
+
+
+def __getattr__(name: str):
+    """``ScriptCommand`` and ``run_script`` on first use: the command line imports ``script_run.cli`` to register the
+    subcommand, which must not import torch (tests/test_options.py)."""
+    if name in __all__:
+        from memgraph.script_run import runner
+
+        return getattr(runner, name)
+    raise AttributeError(name)
