@@ -172,12 +172,14 @@ def test_cpu_ground_truth_within_1_percent(script, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_trainer_script_agrees_with_analyze(tmp_path, monkeypatch):
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_trainer_script_agrees_with_analyze(tmp_path, monkeypatch, checkpointing):
     """hf_trainer_clm.py against ``analyze`` of the same Llama config (batch 2 x 64, bf16-mixed, --loop trainer,
     fused AdamW: what the Trainer does). The static bytes agree exactly; the peaks differ by what the Trainer
     passes and analyze's loop does not: attention_mask int64[2,64] = 1,024 B and num_items_in_batch (a float32
     0-dim tensor, one 512-byte block), 1,536 B of inputs; measured 3,584 B in all (also 2,048 B more temporaries
-    at the peak, from the Trainer's own loss arithmetic over num_items_in_batch)."""
+    at the peak, from the Trainer's own loss arithmetic over num_items_in_batch). With gradient checkpointing
+    (the Trainer's, non-reentrant; the recompute re-enters the emulated autocast) the same difference (measured)."""
     from transformers import LlamaConfig
 
     from memgraph.api import analyze
@@ -187,11 +189,13 @@ def test_trainer_script_agrees_with_analyze(tmp_path, monkeypatch):
     config.architectures = ["LlamaForCausalLM"]
     config.save_pretrained(tmp_path)
     monkeypatch.chdir(tmp_path)  # the Trainer makes its output_dir in the working folder
-    expected = analyze(str(tmp_path), batch_size=2, seq_len=64, precision="bf16-mixed", loop="trainer")
-    report = _run_json(tmp_path, SCRIPTS / "hf_trainer_clm.py")
+    expected = analyze(str(tmp_path), batch_size=2, seq_len=64, precision="bf16-mixed", loop="trainer",
+                       gradient_checkpointing=checkpointing)
+    report = _run_json(tmp_path, SCRIPTS / "hf_trainer_clm.py", *(["--gradient_checkpointing"] if checkpointing else []))
     assert report["static"] == dict(expected.static)
     ran, analyzed = report["steady_state_peak"]["by_category"], expected.steady_state_peak.by_category
     assert ran["inputs"] - analyzed["inputs"] == 1024 + 512
+    assert ran["activations"] == analyzed["activations"]
     assert 0 <= report["steady_state_peak"]["bytes"] - expected.steady_state_peak.bytes <= 4096
 
 

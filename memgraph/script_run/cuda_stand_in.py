@@ -32,6 +32,7 @@ from memgraph.trace.event_log import ALLOC, EventLog
 _REAL_AUTOCAST = torch.amp.autocast_mode.autocast
 _REAL_IS_ENABLED = torch.is_autocast_enabled
 _REAL_GET_DTYPE = torch.get_autocast_dtype
+_REAL_AVAILABLE = torch.amp.is_autocast_available
 
 
 class DeviceCounters:
@@ -178,6 +179,9 @@ def cuda_stand_in(gpu: GpuSpec, counters: DeviceCounters, autocasts: AutocastEmu
         (cuda, "mem_get_info"): lambda *_a: (gpu.capacity_bytes - counters.allocated(), gpu.capacity_bytes),
         (torch, "autocast"): autocasts.region, (torch.amp, "autocast"): autocasts.region,
         (cuda.amp, "autocast"): autocasts.cuda_amp,
+        # torch.utils.checkpoint re-enters the forward's autocast state for the recompute only where autocast is
+        # available for the inputs' device type (torch 2.13 torch/utils/checkpoint.py): meta, the cuda tensors'
+        (torch.amp, "is_autocast_available"): lambda device_type: device_type == "meta" or _REAL_AVAILABLE(device_type),
     }
     with contextlib.ExitStack() as stack:
         for (owner, name), value in patches.items():
