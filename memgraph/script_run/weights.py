@@ -43,8 +43,8 @@ def weights_on_meta(loads: Counter):
 def _transformers():
     import sys
 
-    if "transformers" not in sys.modules:  # a script without transformers: nothing to patch (and no import cost)
-        try:
+    if "transformers" not in sys.modules:  # imported now (about a CPU second) so that the script's import finds
+        try:                                 # it patched; without transformers installed there is nothing to patch
             import transformers
         except ImportError:
             return None
