@@ -148,17 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("analyze", help="predict the peak memory of a training step")
     _training_args(a, "analyze")
-    a.add_argument("--format", "-f", choices=FORMATS, default=None,
-                   help="table (default), md, json, html, or snapshot (a PyTorch memory snapshot pickle for "
-                        "https://pytorch.org/memory_viz, a web page that needs a network; needs --output)")
-    a.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"stop the analysis after SECONDS and say where it was (default {DEFAULT_TIMEOUT:g}; "
-                        "llama-3.1-405b takes about 20)")
-    a.add_argument("--depth", type=positive_int, default=3,
-                   help="module path depth of the per-module table (default 3)")
-    a.add_argument("--no-timeline", action="store_true",
-                   help="leave the memory timeline out of the report (JSON `timeline` is then []: a small file for "
-                        "schedulers; HTML without its chart) (default: included)")
+    _report_args(a)
     a.set_defaults(run=_analyze)
 
     f = sub.add_parser("fit", help="does the step fit, the largest batch that does, and what to change if not")
@@ -195,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     v.set_defaults(run=_validate)
 
+    from memgraph.script_run.cli import add_run_parser  # memgraph run: the user's own script (issue 29)
+
+    add_run_parser(sub, _report_args)
+
     gp = sub.add_parser("gpus", help="list the GPU catalog")
     gp.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     gp.set_defaults(run=_gpus, output=None)
@@ -204,6 +198,21 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     z.set_defaults(run=_models, output=None)
     return p
+
+
+def _report_args(a: argparse.ArgumentParser) -> None:
+    """analyze's report options (memgraph run has the same)."""
+    a.add_argument("--format", "-f", choices=FORMATS, default=None,
+                   help="table (default), md, json, html, or snapshot (a PyTorch memory snapshot pickle for "
+                        "https://pytorch.org/memory_viz, a web page that needs a network; needs --output)")
+    a.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"stop the analysis after SECONDS and say where it was (default {DEFAULT_TIMEOUT:g}; "
+                        "llama-3.1-405b takes about 20)")
+    a.add_argument("--depth", type=positive_int, default=3,
+                   help="module path depth of the per-module table (default 3)")
+    a.add_argument("--no-timeline", action="store_true",
+                   help="leave the memory timeline out of the report (JSON `timeline` is then []: a small file for "
+                        "schedulers; HTML without its chart) (default: included)")
 
 
 def analyze_targets(outputs: list[str] | None, fmt: str | None) -> list[tuple[str | None, str]]:
@@ -367,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         outputs = args.output if isinstance(args.output, list) else [args.output]
         for path in outputs:  # before any work: a bad target fails in a second, not after the trace
             check_output_path(path)
-        if args.command == "analyze":
+        if args.command in ("analyze", "run"):
             args.targets = analyze_targets(args.output, args.format)
             if any(fmt == "snapshot" and path in (None, "-") for path, fmt in args.targets):
                 raise MemgraphError("--format snapshot writes a binary pickle: give --output FILE.pickle")

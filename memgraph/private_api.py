@@ -579,6 +579,37 @@ def fused_kernels_also_on(device_type: str):
 
 
 # --------------------------------------------------------------------------------------------
+# torch.optim.optimizer._get_foreach_kernels_supported_devices
+#   for: ``memgraph run`` on the cuda target: an optimizer built without foreach= picks the foreach
+#   implementation for CUDA parameters (``_default_to_fused_or_foreach``), not for meta ones; memgraph
+#   adds "meta" while the script runs, by patching the name where optimizer.py looks it up. Read from
+#   torch 2.13.0, torch/optim/optimizer.py and torch/utils/_foreach_utils.py.
+# --------------------------------------------------------------------------------------------
+@_guard("foreach_devices", "torch", "torch 2.13.0, torch/optim/optimizer.py")
+def _check_foreach_devices():
+    import torch.optim.optimizer as optimizer_module
+
+    problem = _missing(optimizer_module, "_get_foreach_kernels_supported_devices", "_default_to_fused_or_foreach")
+    if problem:
+        return problem
+    if "_get_foreach_kernels_supported_devices" not in optimizer_module._default_to_fused_or_foreach.__code__.co_names:
+        return "torch.optim.optimizer._default_to_fused_or_foreach no longer asks _get_foreach_kernels_supported_devices"
+    return None
+
+
+@contextlib.contextmanager
+def foreach_kernels_also_on(device_type: str):
+    """While open, optimizers default to foreach for parameters on ``device_type``; undone on exit."""
+    require("foreach_devices")
+    import torch.optim.optimizer as optimizer_module
+
+    devices = optimizer_module._get_foreach_kernels_supported_devices
+    with mock.patch.object(optimizer_module, "_get_foreach_kernels_supported_devices",
+                           lambda: [*devices(), device_type]):
+        yield
+
+
+# --------------------------------------------------------------------------------------------
 # torch.library.Library(...).impl / ._destroy, torch._C._dispatch_has_kernel_for_dispatch_key
 #   for: aten::_fused_sgd_ has no Meta kernel; memgraph registers a no-op one while it traces
 #   (the op updates its Tensor[] arguments in place and returns nothing, so on meta there is
@@ -660,6 +691,15 @@ class GradScalerAssumingFiniteGrads(GradScaler):
     def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
         # torch: `if not sum(v.item() for v in optimizer_state["found_inf_per_device"].values())`
         return optimizer.step(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def grad_scalers_assume_finite_grads():
+    """While open, every ``torch.amp.GradScaler`` (and ``torch.cuda.amp.GradScaler``, a subclass) steps as
+    :class:`GradScalerAssumingFiniteGrads` does (``memgraph run``: the script's own scaler on meta); undone on exit."""
+    require("grad_scaler")
+    with mock.patch.object(GradScaler, "_maybe_opt_step", GradScalerAssumingFiniteGrads._maybe_opt_step):
+        yield
 
 
 def grad_scaler_state(scaler: GradScaler) -> tuple[torch.Tensor, torch.Tensor]:

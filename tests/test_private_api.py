@@ -71,6 +71,8 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
                     lambda self, mod, input: None, "ModTracker._fw_pre_hook"),
     "fused_devices": ("torch.optim.optimizer", "_get_fused_kernels_supported_devices", None,
                       "_get_fused_kernels_supported_devices"),
+    "foreach_devices": ("torch.optim.optimizer", "_get_foreach_kernels_supported_devices", None,
+                        "_get_foreach_kernels_supported_devices"),
     "meta_kernel_registration": ("torch.library.Library", "_destroy", None, "_destroy"),
     "grad_scaler": ("torch.amp.grad_scaler.GradScaler", "_maybe_opt_step", lambda self, *a, **k: None,
                     "GradScaler._maybe_opt_step"),

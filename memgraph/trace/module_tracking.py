@@ -93,6 +93,13 @@ class ModuleStack:
         self._tracker.__enter__()
         return self
 
+    def enter_from_forward_pre_hook(self, module, args) -> "ModuleStack":
+        """Enter while ``module``'s own forward pre-hooks run (``memgraph run`` meets the model there): the tracker
+        is also told of ``module``'s forward, whose global pre-hook it was registered too late to get."""
+        self.__enter__()
+        self._tracker._fw_pre_hook(module, args)
+        return self
+
     def __exit__(self, *exc) -> None:
         self._tracker.__exit__(*exc)
         self._tracker.clear_user_hooks()
