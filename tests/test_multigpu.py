@@ -155,7 +155,7 @@ def _measure_real_cpu(model: str, x: str, opts: TrainingOptions, rank: int = 0) 
     from memgraph.model_spec.tasks import loss_from_outputs
     from memgraph.private_api import fake_store
     from memgraph.trace.distributed import DistributedRun
-    from memgraph.trace.training_step import train_iteration
+    from memgraph.step.training_step import train_iteration
 
     spec = resolve(model)
     dist.init_process_group("fake", store=fake_store(), rank=rank, world_size=opts.nproc)

@@ -48,10 +48,10 @@ TARGETS = ("cuda", "cpu")
 # memgraph/trace/run.py), on the cuda target only.
 # auto: what transformers picks when none is given (memgraph/model_spec/defaults.py)
 ATTN_IMPLEMENTATIONS = ("auto", "eager", "sdpa", "flash_attention_2")
-# the training loops of memgraph/trace/training_step.py; auto: trainer for transformers models, plain for
+# the training loops of memgraph/step/training_step.py; auto: trainer for transformers models, plain for
 # module:function models (memgraph/model_spec/defaults.py)
 LOOPS = ("auto", "plain", "trainer")
-# -- training-loop semantics (memgraph/trace/training_step.py) --
+# -- training-loop semantics (memgraph/step/training_step.py) --
 # set-to-none: zero_grad(set_to_none=True), PyTorch >= 2.0's default; zero: zero_grad(set_to_none=False), the
 # default before 2.0, gradients stay allocated; none: no zero_grad at all (gradients accumulate in place).
 ZERO_GRAD_MODES = ("set-to-none", "zero", "none")
@@ -292,7 +292,7 @@ class TrainingOptions:
         "language model (vision tower frozen), `full` everything; the groups come from the model's structure, "
         "and `--train`/`--freeze` narrow the stage's set",
         choices=STAGES)
-    # -- training-loop semantics (issue 8 part 3; memgraph/trace/training_step.py) --
+    # -- training-loop semantics (issue 8 part 3; memgraph/step/training_step.py) --
     zero_grad: str = option(
         "set-to-none", "--zero-grad",
         "how gradients are cleared after the step: `set-to-none` frees them (`zero_grad()`, PyTorch >= 2.0); `zero` "

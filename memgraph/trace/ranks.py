@@ -10,27 +10,21 @@ form one group, and one trace per group gives its figures.
 
 from __future__ import annotations
 
-from memgraph.model_spec.build import build_model
-from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
+from memgraph.step import build_step
+from memgraph.trace.autocast_emulation import checkpoint_context_fn
 from memgraph.trace.distributed import DistributedRun
-from memgraph.trace.fused_optimizers import fused_on_meta
-from memgraph.trace.optimizer_in_backward import make_step_optimizer
 from memgraph.trace.shadow_values import ShadowValues
 
 
 def rank_layout(spec: ModelSpec, opts: TrainingOptions, rank: int) -> tuple:
-    """``rank``'s layout: its model built on meta, wrapped, and its optimizer partitioned as the trace does."""
+    """``rank``'s layout: the training step the trace records (step/build.py) built on meta as that rank, its
+    model wrapped and its optimizer partitioned, not run."""
     with DistributedRun(opts, rank=rank) as run:
-        resolved = resolve_defaults(spec, opts)
-        model = build_model(spec, resolved.options, "meta", constructor_values=ShadowValues)
-        run.wrap(model)
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        with fused_on_meta():
-            optimizer = run.shard_optimizer(make_step_optimizer(resolved.options, trainable,
-                                                                resolved.optimizer_impl))
-        return run.layout(model, optimizer)
+        step = build_step(spec, opts, "meta", run, constructor_values=ShadowValues,
+                          checkpoint_context_fn=checkpoint_context_fn)
+        return run.layout(step.model, step.optimizer)
 
 
 def rank_groups(spec: ModelSpec, opts: TrainingOptions) -> list[list[int]]:

@@ -12,15 +12,12 @@ from memgraph.errors import MemgraphError
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.ops.registry import workspace_bytes
 from memgraph.facts.unknowns import BoundedUnknown
-from memgraph.model_spec.build import build_model
-from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.lora import finetuning_notes
-from memgraph.model_spec.losses import loss_and_model_batch
 from memgraph.model_spec.modality import module_modalities
-from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
+from memgraph.model_spec.options import AUTOCAST_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import grad_scaler_state
-from memgraph.trace.activation_offload import OffloadEmulation
+from memgraph.step.activation_offload import OffloadEmulation
 from memgraph.trace.autocast_emulation import (
     AutocastStats,
     autocast_factory,
@@ -32,16 +29,16 @@ from memgraph.trace.depth_run import trace_with_depth_synthesis
 from memgraph.trace.distributed import DistributedRun
 from memgraph.trace import progress
 from memgraph.trace.event_log import EventLog, Origin, Role
-from memgraph.trace.fused_optimizers import fused_on_meta
-from memgraph.trace.grad_scaler import make_scaler
-from memgraph.trace.layerdrop import every_layer_runs, layerdrop_note
+from memgraph.step.fused_optimizers import fused_on_meta
+from memgraph.step.grad_scaler import make_scaler
+from memgraph.step.layerdrop import every_layer_runs, layerdrop_note
 from memgraph.trace.module_tracking import ModuleStack
 from memgraph.trace.meta_kernels import MetaKernelFixes
 from memgraph.trace.recorder import Recorder
 from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
-from memgraph.trace.grad_accumulation import iteration_function
-from memgraph.trace.optimizer_in_backward import OptimizerInBackward, make_step_optimizer
+from memgraph.step import build_step
+from memgraph.step.optimizer_in_backward import OptimizerInBackward
 from memgraph.units import human_bytes
 
 
@@ -99,23 +96,16 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     start = time.perf_counter()
     device = "meta"
     progress.stage("building the model")
-    resolved = resolve_defaults(spec, opts)
-    opts = resolved.options
     # constructor_values: real values for constructors that compute with tensors (build.py _construct)
-    model = build_model(spec, opts, device, checkpoint_context_fn, constructor_values=ShadowValues)
-    runner = run.wrap(model)  # what the loop calls: the model, DDP around it, or it sharded by FSDP2
-    batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
-    batch = batch_spec.make(device)
+    step = build_step(spec, opts, device, run, constructor_values=ShadowValues,
+                      checkpoint_context_fn=checkpoint_context_fn)
+    opts, model, batch_spec, batch, trainable = step.options, step.model, step.batch_spec, step.batch, step.trainable
     shadows = ShadowValues()  # real values of the small integer inputs (token layout, grid sizes)
     # Also with gradient checkpointing: transformers then checks position ids (an arange) for packed
     # sequences with .all().item() (masking_utils.find_packed_sequence_indices), which needs values.
     has_values = shadows.attach_batch(batch_spec, batch)
     values = shadows if has_values or opts.gradient_checkpointing else contextlib.nullcontext()
-    compute_loss, model_batch = loss_and_model_batch(spec, opts, batch_spec, batch, model)
-    impl = resolved.optimizer_impl
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    with fused_on_meta():
-        optimizer = run.shard_optimizer(make_step_optimizer(opts, trainable, impl))  # zero1: partitioned
+    optimizer = step.optimizer
 
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
@@ -158,10 +148,9 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
             rec.iteration = it
             first = len(rec.log.events)
             with _model_refusals(spec.name):
-                iteration_function(opts)(runner, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
-                                autocast=forward_context, loop=opts.loop,
-                                scaler=scaler, zero_grad=opts.zero_grad,
-                                saved_tensors=offload and offload.context)
+                step.iteration(set_phase, autocast=forward_context, scaler=scaler,
+                               saved_tensors=offload and offload.context,
+                               compute_loss=kv_cache.watch(step.compute_loss))
             mark_gradients()  # --zero-grad zero / none: the gradients stay allocated
             _mark_optimizer_state(rec, run.local_optimizer(optimizer), owners)
             if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
@@ -175,14 +164,14 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
         log=rec.log, iteration_bounds=bounds,
         parameter_count=sum(p.numel() for p in params),
         trainable_parameter_count=sum(p.numel() for p in params if p.requires_grad),
-        batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
+        batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=step.optimizer_impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
                + finetuning_notes(model, optimizer) + layerdrop_note(dropped)
                + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()
                + (offload.notes(opts.iterations) if offload else [])),
         unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
-        assumptions=resolved.assumptions,
+        assumptions=step.assumptions,
     )
 
 
