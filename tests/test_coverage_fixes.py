@@ -50,7 +50,7 @@ def test_valueless_bool_read_is_guessed_and_counted():
 def test_tiny_architecture_within_one_percent(task, model_type):
     """Measured for real on the CPU allocator and analysed for the cpu target; 1%: the sweep's tolerance (the
     remaining error on dense models is allocator rounding of a few bytes)."""
-    from memgraph.coverage import architectures, run_one
+    from tools.coverage import architectures, run_one
 
     (row,) = [run_one(*a) for a in architectures([task], model_type)]
     assert row.runs_for_real and row.analyzes, row.reason

@@ -5,7 +5,7 @@ configs that keep architectures valid. Hand-computed layouts here; live CPU comp
 import pytest
 import torch
 
-from memgraph.coverage import _spec_and_options, run_one, tiny_config
+from tools.coverage import _spec_and_options, run_one, tiny_config
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.image_tokens import image_tokens_per_image
 from memgraph.model_spec.multimodal_inputs import IGNORE_INDEX, NoImageTextLayout, layout_of
