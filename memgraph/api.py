@@ -12,6 +12,7 @@ from memgraph.allocator.snapshot import memory_snapshot
 from memgraph.analysis.result import Result
 from memgraph.analysis.summarize import summarize
 from memgraph.analysis.timeline import add_reserved
+from memgraph.collector import paused_gc
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
 from memgraph.facts.gpus import get_gpu, process_context
@@ -50,10 +51,11 @@ def analyze_traced(model, opts: TrainingOptions) -> tuple[Result, Trace]:
 
 def analyze_spec(spec, opts: TrainingOptions) -> tuple[Result, Trace]:
     """:func:`analyze_traced` of a resolved :class:`~memgraph.model_spec.sources.ModelSpec`."""
-    trace = trace_training(spec, opts)
-    result = result_of_trace(spec.name, opts, trace, input_warnings(spec, opts))
-    if opts.strategy is not None:
-        add_rank_figures(result, spec, opts)
+    with paused_gc():  # tracing and analysis: millions of small records that live to the end (collector.py)
+        trace = trace_training(spec, opts)
+        result = result_of_trace(spec.name, opts, trace, input_warnings(spec, opts))
+        if opts.strategy is not None:
+            add_rank_figures(result, spec, opts)
     return result, trace
 
 

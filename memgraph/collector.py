@@ -24,15 +24,18 @@ from contextlib import contextmanager
 def paused_gc():
     """The cyclic garbage collector off (and what exists now frozen out of its reach) for a block.
 
-    Tracing and analysis allocate millions of small objects (op records, storage records, event
-    tuples) that all live to the end; each automatic collection walks them again. Lifetimes of
-    tensors do not depend on it: storages are freed by reference counting (trace/recorder.py)."""
-    was_enabled = gc.isenabled()
+    Taken once, at the entry points: ``memgraph`` on the command line (cli.py ``run``, from the start), and the
+    Python API's analyses (api.py ``analyze_spec``), sweeps (sweep.py) and ``fit`` (fit/), and the trace itself
+    (trace/tracer.py ``trace_training``) for callers that start there. Inside an open pause it does nothing,
+    so the entry points nest freely. Lifetimes of tensors do not depend on it: storages are freed by reference
+    counting (trace/recorder.py)."""
+    if not gc.isenabled():  # already paused by an outer entry point
+        yield
+        return
     gc.disable()
     gc.freeze()
     try:
         yield
     finally:
         gc.unfreeze()
-        if was_enabled:
-            gc.enable()
+        gc.enable()

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memgraph"
 
 # Lowest first. A name is the first part of the module path below memgraph/.
 LAYERS = [
-    {"errors", "units", "version", "cpu_profiler", "private_api"},  # foundation
+    {"errors", "units", "version", "cpu_profiler", "private_api", "collector"},  # foundation
     {"facts"},  # what PyTorch, CUDA and the GPUs do, as data
     {"model_spec"},  # what to build and how to train it
     {"step"},  # the training step built and run: shared by the trace, the real run and each rank
@@ -25,7 +25,7 @@ LAYERS = [
     {"analysis"},  # passes over the log -> Result
     {"allocator"},  # the caching allocator replayed over the log
     {"render"},  # Result -> table, markdown, JSON, HTML
-    {"api", "measure", "validation", "output", "watch", "collector", "sweep", "fit", "cli", "__main__", "__init__"},  # entry points
+    {"api", "measure", "validation", "output", "watch", "sweep", "fit", "cli", "__main__", "__init__"},  # entry points
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 

@@ -69,7 +69,7 @@ STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3", "tp", "fsdp+tp")
 TP_STRATEGIES = ("tp", "fsdp+tp")
 # the strategies that run FSDP2's fully_shard (zero2 = reshard_after_forward=False, zero3 = True)
 FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
-# --depth-synthesis (memgraph/trace/depth_run.py): auto = trace a few layers and synthesize the rest, verified
+# --depth-synthesis (memgraph/trace/shortcuts/depth_run.py): auto = trace a few layers and synthesize the rest, verified
 DEPTH_SYNTHESIS = ("auto", "off")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself
@@ -435,7 +435,7 @@ class TrainingOptions:
         1, "--checkpoint-every",
         "with `--gradient-checkpointing`: checkpoint only every K-th layer (layers 0, K, 2K, ...; the others keep "
         "their activations)", metavar="K", parse=positive_int, noun="checkpoint interval")
-    # -- tracing speed (memgraph/trace/depth_run.py) --
+    # -- tracing speed (memgraph/trace/shortcuts/depth_run.py) --
     depth_synthesis: str = option(
         "auto", "--depth-synthesis",
         "`auto`: a model with 10 or more repeated layers is traced at 3 and 4 layers (and 2 when its notes count "

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from memgraph.collector import paused_gc
 from memgraph.errors import MemgraphError
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.ops.registry import workspace_bytes
@@ -25,7 +26,7 @@ from memgraph.trace.autocast_emulation import (
     emulation_region,
 )
 from memgraph.trace.cuda_library_workspaces import CudaRuntime
-from memgraph.trace.depth_run import trace_with_depth_synthesis
+from memgraph.trace.shortcuts.depth_run import trace_with_depth_synthesis
 from memgraph.trace.distributed import DistributedRun
 from memgraph.trace import progress
 from memgraph.trace.event_log import EventLog, Origin, Role
@@ -83,8 +84,9 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Tra
     """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything.
 
     With ``--depth-synthesis auto`` a deep model is traced at a few small depths and the full depth is
-    synthesized from them, verified exact (memgraph/trace/depth_run.py); otherwise every layer is traced."""
-    return trace_with_depth_synthesis(spec, opts, lambda s: _trace_all_layers(s, opts, rank))
+    synthesized from them, verified exact (memgraph/trace/shortcuts/depth_run.py); otherwise every layer is traced."""
+    with paused_gc():  # millions of small records that live to the end (memgraph/collector.py)
+        return trace_with_depth_synthesis(spec, opts, lambda s: _trace_all_layers(s, opts, rank))
 
 
 def _trace_all_layers(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
