@@ -390,6 +390,9 @@ def get_gpu(key: str) -> GpuSpec:
     norm = _norm(key)
     if norm in _LOOKUP:
         return GPUS[_LOOKUP[norm]]
+    base, at, capacity = key.rpartition("@")
+    if at and base and capacity.isdigit():  # BASE@BYTES: a --gpu-memory board (with_capacity)
+        return with_capacity(get_gpu(base), int(capacity))
     if norm in AMBIGUOUS:
         raise KeyError(f"GPU {key!r} names more than one board: pass one of {', '.join(AMBIGUOUS[norm])} "
                        "(or --gpu-memory SIZE for another)")
@@ -400,15 +403,13 @@ def get_gpu(key: str) -> GpuSpec:
 
 def with_capacity(base: GpuSpec, capacity_bytes: int) -> GpuSpec:
     """``base``'s architecture (compute capability, workspaces, context) with another CUDA total: a board the
-    catalog lacks (``--gpu-memory``). Registered under ``BASE@BYTES`` so options that name it can be rebuilt."""
+    catalog lacks (``--gpu-memory``). Its key is ``BASE@BYTES``, which :func:`get_gpu` reads back; the catalog
+    itself is not changed."""
+    from dataclasses import replace
+
     base = GPUS[base.key.split("@")[0]]
     key = f"{base.key}@{capacity_bytes}"
-    if key not in GPUS:
-        from dataclasses import replace
-
-        GPUS[key] = replace(base, key=key, name=f"{base.name} architecture with {capacity_bytes / 2**30:.2f} GiB",
-                            capacity_bytes=capacity_bytes, nvml_total_bytes=capacity_bytes,
-                            source=f"--gpu-memory {capacity_bytes} on {base.key}'s architecture")
-        _LOOKUP[_norm(key)] = key
-    return GPUS[key]
+    return replace(base, key=key, name=f"{base.name} architecture with {capacity_bytes / 2**30:.2f} GiB",
+                   capacity_bytes=capacity_bytes, nvml_total_bytes=capacity_bytes,
+                   source=f"--gpu-memory {capacity_bytes} on {base.key}'s architecture")
 
