@@ -45,7 +45,7 @@ LORA_DTYPES = ("float32", "model")
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
-# memgraph/trace/run.py), on the cuda target only.
+# memgraph/model_spec/build.py build_model and trace/tracer.py _forward_emulation), on the cuda target only.
 # auto: what transformers picks when none is given (memgraph/model_spec/defaults.py)
 ATTN_IMPLEMENTATIONS = ("auto", "eager", "sdpa", "flash_attention_2")
 # the training loops of memgraph/step/training_step.py; auto: trainer for transformers models, plain for
@@ -72,11 +72,11 @@ FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
 # --depth-synthesis (memgraph/trace/shortcuts/depth_run.py): auto = trace a few layers and synthesize the rest, verified
 DEPTH_SYNTHESIS = ("auto", "off")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
-# PRECISION_DTYPE below maps to the torch.dtype itself
-_PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
-                         "fp16": "float16"}
+# PRECISION_DTYPE below maps to the torch.dtype itself; the one rule (the trace's notes and the report read it too)
+PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
+                        "fp16": "float16"}
 # dtype of torch.autocast("cuda", dtype=...) for the mixed precisions; AUTOCAST_DTYPE maps to the torch.dtype
-_AUTOCAST_DTYPE_NAME = {"fp16-mixed": "float16", "bf16-mixed": "bfloat16"}
+AUTOCAST_DTYPE_NAME = {"fp16-mixed": "float16", "bf16-mixed": "bfloat16"}
 MIN_ITERATIONS = 2  # iteration 1 creates the optimizer state; the steady state starts at 2
 # Each iteration is a full trace, and from iteration 2 on every iteration repeats the same events
 # (tests/test_recorder.py), so more iterations only cost time: a larger value is refused, not run for hours.
@@ -91,7 +91,7 @@ def __getattr__(name: str):
 
     torch is imported only then, so the command line (``memgraph --help``) can read this module without it.
     """
-    names = {"PRECISION_DTYPE": _PRECISION_DTYPE_NAME, "AUTOCAST_DTYPE": _AUTOCAST_DTYPE_NAME}.get(name)
+    names = {"PRECISION_DTYPE": PRECISION_DTYPE_NAME, "AUTOCAST_DTYPE": AUTOCAST_DTYPE_NAME}.get(name)
     if names is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import torch

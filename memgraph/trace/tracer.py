@@ -15,7 +15,7 @@ from memgraph.facts.ops.registry import workspace_bytes
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.lora import finetuning_notes
 from memgraph.model_spec.modality import module_modalities
-from memgraph.model_spec.options import AUTOCAST_DTYPE, TrainingOptions
+from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE_NAME, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import grad_scaler_state
 from memgraph.step.activation_offload import OffloadEmulation
@@ -227,7 +227,7 @@ def _emulation_notes(opts: TrainingOptions, kernel_stats: KernelStats, autocast_
                      "the gradients via _amp_foreach_non_finite_check_and_unscale_, found_inf per device); "
                      "gradients assumed finite, so every step runs")
     if opts.precision in ("bf16", "fp16"):
-        dtype = {"bf16": "bfloat16", "fp16": "float16"}[opts.precision]
+        dtype = PRECISION_DTYPE_NAME[opts.precision]
         notes.append(f"{opts.precision}: parameters, gradients, optimizer state and floating inputs in {dtype}, "
                      "no autocast" + (", no GradScaler" if opts.precision == "fp16" else ""))
     return notes
