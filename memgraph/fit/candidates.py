@@ -49,8 +49,7 @@ class Candidate:
 
 
 # The changes users make to fit a step. Each is applied only where this memgraph has the option
-# (Candidate.applies_to) and only when it changes the user's settings; the loss, activation offloading and
-# selective checkpointing options are issue 10's and count only once this memgraph has them.
+# (Candidate.applies_to) and only when it changes the user's settings.
 CANDIDATES = (
     Candidate("SDPA attention", (("attn_implementation", "sdpa"),), "none: same math, fused kernel"),
     Candidate("Trainer loop (outputs dropped after the loss)", (("loop", "trainer"),),

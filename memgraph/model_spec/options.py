@@ -292,7 +292,7 @@ class TrainingOptions:
         "language model (vision tower frozen), `full` everything; the groups come from the model's structure, "
         "and `--train`/`--freeze` narrow the stage's set",
         choices=STAGES)
-    # -- training-loop semantics (issue 8 part 3; memgraph/step/training_step.py) --
+    # -- training-loop semantics (memgraph/step/training_step.py) --
     zero_grad: str = option(
         "set-to-none", "--zero-grad",
         "how gradients are cleared after the step: `set-to-none` frees them (`zero_grad()`, PyTorch >= 2.0); `zero` "
@@ -421,7 +421,7 @@ class TrainingOptions:
     gradient_as_bucket_view: bool = option(
         False, "--gradient-as-bucket-view",
                 "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets")
-    # -- the remaining knobs of issue 10: activation offload, checkpointing variants --
+    # -- activation offload, checkpointing variants --
     activation_offload: bool = option(
         False, "--activation-offload",
         "forward and loss under `torch.autograd.graph.save_on_cpu(pin_memory=True)`: every tensor autograd saves is "
