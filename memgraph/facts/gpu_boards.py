@@ -172,6 +172,13 @@ BOARDS: tuple[tuple[str, str, int, int | None, tuple[int, int], str], ...] = (
     ),
 )
 
+# Rows kept out of the catalog, with why: their only CUDA total is a Windows one (Windows reports a total close to
+# nvidia-smi's, Linux a few hundred MiB less) or comes from a single weak source (each row's source says which).
+DOUBTFUL: dict[str, str] = {
+    "rtx-5080": "Windows figures only",
+    "h100-nvl": "one weak source (a recorded runtime dict in test fixtures)",
+}
+
 # Boards without a public CUDA total (so no row), with the public facts that were found.
 # key -> (name, nvml_total_mib or None, compute_capability or None, reason)
 NOT_CATALOGUED: dict[str, tuple[str, int | None, tuple[int, int] | None, str]] = {

@@ -41,7 +41,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from memgraph.facts.gpu_boards import BOARDS
+from memgraph.facts.gpu_boards import BOARDS, DOUBTFUL
 from memgraph.facts.sdpa_backend import FLASH_SM_RANGE
 from memgraph.units import MiB
 
@@ -332,11 +332,8 @@ _ENTRIES = (
     ),
 )
 
-# The boards researched from public outputs (facts/gpu_boards.py). Rows whose only figures are Windows ones
-# (Windows reports a CUDA total close to nvidia-smi's, Linux a few hundred MiB less) or whose CUDA total comes
-# from a single weak source are left out of the catalog; gpu_boards.py keeps them with the reason.
-_UNCATALOGUED_PREFIXES = ("WEAK", "WINDOWS")
-_ENTRIES = _ENTRIES + tuple(_spec(*row) for row in BOARDS if not row[5].startswith(_UNCATALOGUED_PREFIXES))
+# The boards researched from public outputs (facts/gpu_boards.py), less the doubtful rows (gpu_boards.DOUBTFUL).
+_ENTRIES = _ENTRIES + tuple(_spec(*row) for row in BOARDS if row[0] not in DOUBTFUL)
 
 GPUS: dict[str, GpuSpec] = {spec.key: spec for spec in _ENTRIES}
 DEFAULT_GPU = "h100-80gb"  # the target GPU when --gpu is not given
