@@ -20,8 +20,8 @@ from memgraph.model_spec.input_warnings import input_warnings
 from memgraph.model_spec.objects import spec_from_object
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
-from memgraph.trace import progress
-from memgraph.trace.ranks import rank_groups
+from memgraph.trace.record import progress
+from memgraph.trace.parallel.ranks import rank_groups
 from memgraph.trace.tracer import Trace, trace_training
 
 
@@ -60,7 +60,7 @@ def analyze_spec(spec, opts: TrainingOptions) -> tuple[Result, Trace]:
 
 
 def add_rank_figures(result: Result, spec, opts: TrainingOptions) -> None:
-    """``result.ranks``: the ranks grouped by layout (trace/ranks.py), each group with its three counters; rank 0's
+    """``result.ranks``: the ranks grouped by layout (trace/parallel/ranks.py), each group with its three counters; rank 0's
     group has ``result``'s figures, every other group those of a trace of its first rank."""
     groups = rank_groups(spec, opts)
     result.ranks = []

@@ -9,7 +9,7 @@ machine (torch 2.13.0, transformers 5.23, Python 3.11; benchmarks/speed_report.p
 the imports of a llama analysis (torch, transformers' modeling_llama, memgraph.api) take 3.60 CPU s with the
 collector on and 2.96 CPU s with it paused.
 
-Tensor lifetimes do not depend on it: storages are freed by reference counting (trace/recorder.py);
+Tensor lifetimes do not depend on it: storages are freed by reference counting (trace/record/recorder.py);
 a storage kept alive only by a reference cycle would be freed at a time no program order decides,
 with or without the pause (the golden tests check that the numbers are the same).
 """
@@ -28,7 +28,7 @@ def paused_gc():
     Python API's analyses (api.py ``analyze_spec``), sweeps (sweep.py) and ``fit`` (fit/), and the trace itself
     (trace/tracer.py ``trace_training``) for callers that start there. Inside an open pause it does nothing,
     so the entry points nest freely. Lifetimes of tensors do not depend on it: storages are freed by reference
-    counting (trace/recorder.py)."""
+    counting (trace/record/recorder.py)."""
     if not gc.isenabled():  # already paused by an outer entry point
         yield
         return

@@ -1,6 +1,6 @@
 """What each CUDA SDPA backend keeps for backward, as closed formulas over a call's shape.
 
-The trace does not use these: it records the tensors the emulated kernels save (trace/sdpa_kernels.py). The
+The trace does not use these: it records the tensors the emulated kernels save (trace/emulate/sdpa_kernels.py). The
 tests check the trace against these formulas, written from PyTorch's sources independently of the emulation
 (they were in memgraph/facts/sdpa_backend.py; sources and caveats are in its docstring).
 """

@@ -16,8 +16,8 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.inputs import parse_input
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
-from memgraph.trace.meta_kernels import MetaKernelFixes
-from memgraph.trace.moe import grouped_mm_output_shape
+from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
+from memgraph.trace.emulate.moe import grouped_mm_output_shape
 from memgraph.trace.tracer import trace_training
 from tests.conftest import CONFIGS
 

@@ -6,8 +6,8 @@ import torch
 
 from memgraph.cpu_profiler import cpu_memory_events, memory_profile
 from memgraph.step.layerdrop import every_layer_runs, layerdrop_note
-from memgraph.trace.meta_kernels import MetaKernelFixes
-from memgraph.trace.recorder import ALLOC, FREE, Recorder
+from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
+from memgraph.trace.record.recorder import ALLOC, FREE, Recorder
 from memgraph.trace.shadow_values import ShadowValues, balanced_routing
 
 

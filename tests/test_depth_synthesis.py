@@ -21,7 +21,7 @@ from memgraph.model_spec.sources import resolve
 from memgraph.trace.shortcuts.depth import SynthesisError, find_stack
 from memgraph.trace.shortcuts.checks import first_difference
 from memgraph.trace.shortcuts.depth_run import _extrapolate_notes, trace_with_depth_synthesis
-from memgraph.trace.event_log import Origin
+from memgraph.trace.record.event_log import Origin
 from memgraph.trace.tracer import trace_training
 
 LLAMA, GPT2 = "tests/configs/tiny-llama.json", "tests/configs/tiny-gpt2.json"

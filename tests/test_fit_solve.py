@@ -10,7 +10,7 @@ import pytest
 
 from memgraph.fit.solve import solve_largest_batch
 from memgraph.trace.shortcuts.batch import AffineFit
-from memgraph.trace.event_log import EventLog, Origin, StorageRecord
+from memgraph.trace.record.event_log import EventLog, Origin, StorageRecord
 from memgraph.trace.tracer import Trace
 
 CAPACITY = 5000

@@ -101,7 +101,7 @@ def test_tiny_configs_stay_valid_by_hand():
 
 
 def test_cpu_sdpa_choice_sees_a_mask_that_requires_grad():
-    from memgraph.trace.sdpa_kernels import cpu_sdpa_backend
+    from memgraph.trace.emulate.sdpa_kernels import cpu_sdpa_backend
 
     q = torch.empty(1, 2, 8, 16, device="meta", requires_grad=True)
     mask = torch.empty(1, 2, 8, 8, device="meta", requires_grad=True)

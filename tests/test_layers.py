@@ -124,9 +124,9 @@ def test_no_import_cycles():
 
 
 def test_the_checks_catch_a_backward_import_and_a_cycle():
-    g = {"memgraph.trace.recorder": {"memgraph.analysis.liveness"}, "memgraph.analysis.liveness": {"memgraph.trace.recorder"}}
-    assert backwards(g) == ["memgraph.trace.recorder imports memgraph.analysis.liveness (layer 5 > 4)"]
-    assert cycles(g) == [["memgraph.analysis.liveness", "memgraph.trace.recorder"]]
+    g = {"memgraph.trace.record.recorder": {"memgraph.analysis.liveness"}, "memgraph.analysis.liveness": {"memgraph.trace.record.recorder"}}
+    assert backwards(g) == ["memgraph.trace.record.recorder imports memgraph.analysis.liveness (layer 5 > 4)"]
+    assert cycles(g) == [["memgraph.analysis.liveness", "memgraph.trace.record.recorder"]]
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -139,7 +139,7 @@ def test_step_sits_between_what_to_build_and_recording():
     g = graph()
     assert not [d for m, deps in g.items() if m.startswith("memgraph.step") for d in deps
                 if d.split(".")[1] in ("trace", "measure", "analysis", "allocator", "render")]
-    assert "memgraph.step" in g["memgraph.trace.tracer"] | g["memgraph.trace.ranks"]
+    assert "memgraph.step" in g["memgraph.trace.tracer"] | g["memgraph.trace.parallel.ranks"]
     assert "memgraph.step" in g["memgraph.measure.real_step"]
 
 
@@ -150,7 +150,7 @@ def test_trace_and_measure_build_their_step_through_one_function(monkeypatch):
     from memgraph.api import _spec, analyze, measure
     from memgraph.model_spec.options import TrainingOptions
     from memgraph.step import kinds
-    from memgraph.trace.ranks import rank_groups
+    from memgraph.trace.parallel.ranks import rank_groups
     from tests.test_mlp_by_hand import MLP, SGD_PEAK, X
 
     built = []

@@ -7,7 +7,7 @@ import gc
 import pytest
 import torch
 
-from memgraph.trace.recorder import Recorder, _arg_tensors, _out_tensors, _tensors
+from memgraph.trace.record.recorder import Recorder, _arg_tensors, _out_tensors, _tensors
 
 
 def test_gc_paused_while_recording_and_restored():

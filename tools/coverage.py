@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if __name__ == "__main__" and str(ROOT) not in sys.path:  # `python tools/coverage.py`: this checkout's memgraph
     sys.path.insert(0, str(ROOT))
 
-from memgraph.trace import progress  # noqa: E402
+from memgraph.trace.record import progress  # noqa: E402
 from memgraph.watch import time_budget  # noqa: E402
 
 TASK_MAPPINGS = {  # task family -> transformers.models.auto.modeling_auto mapping

@@ -79,7 +79,7 @@ def mixed_precision_note(precision: str | None, steady) -> list[str]:
     exits (``torch.autocast.__exit__`` -> ``clear_autocast_cache()``), and autograd keeps the copies it saved until
     backward; a non-leaf tensor (an activation) is cast again, uncached, by every op that reads it. The float32
     weights, gradients and optimizer state stay what fp32 training holds. So mixed precision saves only through
-    smaller activations, and where they are few it needs more (trace/autocast_emulation.py emulates this)."""
+    smaller activations, and where they are few it needs more (trace/emulate/autocast_emulation.py emulates this)."""
     cache = steady.by_category.get("autocast_cache", 0)
     if precision not in AUTOCAST_DTYPE_NAME or not cache:
         return []

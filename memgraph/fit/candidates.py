@@ -21,7 +21,7 @@ from memgraph.model_spec.options import TrainingOptions
 from memgraph.units import human_bytes
 
 FREE, COMPUTE, PRECISION, METHOD, HARDWARE = range(5)
-FSDP_WORLD_SIZES = (2, 4, 8)  # one node's GPUs; the smallest that fits is chosen (memgraph/trace/distributed.py)
+FSDP_WORLD_SIZES = (2, 4, 8)  # one node's GPUs; the smallest that fits is chosen (memgraph/trace/parallel/distributed.py)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ def build_run(spec: ModelSpec, opts: TrainingOptions, device: str, distributed=N
     """The training step (step/build.py, the one the trace records) with random weights and inputs on ``device``,
     seeded with :data:`SEED`.
 
-    ``distributed``: a :class:`~memgraph.trace.distributed.DistributedRun` in an initialised process group
+    ``distributed``: a :class:`~memgraph.trace.parallel.distributed.DistributedRun` in an initialised process group
     (measure/distributed.py): it wraps the model and partitions the optimizer as the trace does."""
     return build_step(spec, opts, device, distributed, seed=SEED)
 

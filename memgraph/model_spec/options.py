@@ -63,9 +63,9 @@ LOSSES = ("auto", "sum", "cross-entropy", "chunked-ce")
 CHECKPOINT_IMPLS = ("non-reentrant", "reentrant")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
-# Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
+# Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/parallel/distributed.py)
 STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3", "tp", "fsdp+tp")
-# the strategies that apply a tensor-parallel plan (memgraph/trace/tensor_parallel.py)
+# the strategies that apply a tensor-parallel plan (memgraph/trace/parallel/tensor_parallel.py)
 TP_STRATEGIES = ("tp", "fsdp+tp")
 # the strategies that run FSDP2's fully_shard (zero2 = reshard_after_forward=False, zero3 = True)
 FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
@@ -374,7 +374,7 @@ class TrainingOptions:
         "`CUDA_MODULE_LOADING` of the run: `lazy` (the default since CUDA 12.2) loads the kernels a "
         "step uses, `eager` every kernel image of libtorch_cuda, cuBLAS and cuDNN at start (about 1 GiB more)",
         choices=MODULE_LOADINGS, noun="module loading", analyze_only=True)
-    # -- multi-GPU, per rank (memgraph/trace/distributed.py) --
+    # -- multi-GPU, per rank (memgraph/trace/parallel/distributed.py) --
     nproc: int = option(
         1, "--nproc",
         "world size: the number of GPUs (ranks) of a `--strategy` run; the report is rank 0's memory, traced by "

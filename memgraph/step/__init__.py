@@ -1,7 +1,7 @@
 """The training step: what runs between "model built" and "peaks read", written once.
 
 Layered below ``trace/`` and ``measure/`` (tests/test_layers.py): ``trace/`` records the step on meta,
-``measure/`` runs it on a real device, ``trace/ranks.py`` builds it per rank; all three call
+``measure/`` runs it on a real device, ``trace/parallel/ranks.py`` builds it per rank; all three call
 :func:`build_step` and run :meth:`Step.iteration`, so prediction and measurement run one program.
 
 Interface::

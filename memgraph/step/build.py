@@ -1,7 +1,7 @@
 """The training step, built once: the model for a spec, its batch, its loss and its optimizer on a device,
 wrapped by a distributed run if there is one; and one iteration of it.
 
-The meta trace (trace/tracer.py), the real run (measure/real_step.py) and each rank's layout (trace/ranks.py)
+The meta trace (trace/tracer.py), the real run (measure/real_step.py) and each rank's layout (trace/parallel/ranks.py)
 all get their step from :func:`memgraph.step.build_step`, so what is predicted and what is measured is one program. What
 differs between them is passed in, never decided here: the trace's emulations (``constructor_values``,
 ``checkpoint_context_fn``) and, at run time, the autocast context, GradScaler and saved-tensor hooks of
@@ -60,7 +60,7 @@ def build_model_step(spec: ModelSpec, opts: TrainingOptions, device: str, distri
     """The training step of ``spec`` with ``opts`` on ``device``: memgraph's own loop around the model it builds
     (the ``model`` kind of step/kinds.py).
 
-    ``distributed``: a :class:`~memgraph.trace.distributed.DistributedRun` set up for one rank (a fake process
+    ``distributed``: a :class:`~memgraph.trace.parallel.distributed.DistributedRun` set up for one rank (a fake process
     group on meta, a real one in measure/distributed.py): it wraps the model and partitions the optimizer.
     ``seed``: a real run's seed (``torch.manual_seed`` before the model is built, and the generator the
     random inputs are drawn from); None on meta, which draws nothing.

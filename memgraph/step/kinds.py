@@ -24,7 +24,7 @@ def step_kind(spec: ModelSpec, opts: TrainingOptions) -> str:
 
 def build_step(spec: ModelSpec, opts: TrainingOptions, device: str, distributed=None, **setup) -> Step:
     """The training step of ``spec`` with ``opts`` on ``device`` (``distributed``: one rank's
-    :class:`~memgraph.trace.distributed.DistributedRun`), built by its kind's builder; ``setup``: the
+    :class:`~memgraph.trace.parallel.distributed.DistributedRun`), built by its kind's builder; ``setup``: the
     builder's keyword arguments (``seed``, ``constructor_values``, ``checkpoint_context_fn``)."""
     return STEP_BUILDERS[step_kind(spec, opts)](spec, opts, device, distributed, **setup)
 

@@ -27,7 +27,7 @@ Mixed precision is written the way the PyTorch AMP recipe writes it: forward and
 ``autocast`` context, backward outside it; with a GradScaler (fp16), ``scaler.scale(loss).backward()``,
 ``scaler.step(optimizer)``, ``scaler.update()``. A real GPU run passes ``torch.autocast("cuda", ...)``
 and ``torch.amp.GradScaler("cuda")``; the meta trace passes the emulations of both
-(:mod:`memgraph.trace.autocast_emulation`, :mod:`memgraph.step.grad_scaler`), so the two run the same program.
+(:mod:`memgraph.trace.emulate.autocast_emulation`, :mod:`memgraph.step.grad_scaler`), so the two run the same program.
 """
 
 from __future__ import annotations

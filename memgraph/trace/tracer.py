@@ -19,24 +19,24 @@ from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE_NAME, Tr
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import grad_scaler_state
 from memgraph.step.activation_offload import OffloadEmulation
-from memgraph.trace.autocast_emulation import (
+from memgraph.trace.emulate.autocast_emulation import (
     AutocastStats,
     autocast_factory,
     checkpoint_context_fn,
     emulation_region,
 )
-from memgraph.trace.cuda_library_workspaces import CudaRuntime
+from memgraph.trace.emulate.cuda_library_workspaces import CudaRuntime
 from memgraph.trace.shortcuts.depth_run import trace_with_depth_synthesis
-from memgraph.trace.distributed import DistributedRun
-from memgraph.trace import progress
-from memgraph.trace.event_log import EventLog, Origin, Role
+from memgraph.trace.parallel.distributed import DistributedRun
+from memgraph.trace.record import progress
+from memgraph.trace.record.event_log import EventLog, Origin, Role
 from memgraph.step.fused_optimizers import fused_on_meta
 from memgraph.step.grad_scaler import make_scaler
 from memgraph.step.layerdrop import every_layer_runs, layerdrop_note
-from memgraph.trace.module_tracking import ModuleStack
-from memgraph.trace.meta_kernels import MetaKernelFixes
-from memgraph.trace.recorder import Recorder
-from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
+from memgraph.trace.record.module_tracking import ModuleStack
+from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
+from memgraph.trace.record.recorder import Recorder
+from memgraph.trace.emulate.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
 from memgraph.step import build_step
 from memgraph.step.optimizer_in_backward import OptimizerInBackward
@@ -187,7 +187,7 @@ def _host_type(target: str) -> str | None:
 def _workspace_of(target: str, runtime: CudaRuntime | None):
     """The recorder's ``workspace_of``: the op registry's per-target workspaces; on the cuda target it also
     hands the op to the runtime model, whose ``on_op`` hook allocates the buffers CUDA kernels take inside
-    the op and the cuBLAS workspaces (trace/cuda_library_workspaces.py)."""
+    the op and the cuBLAS workspaces (trace/emulate/cuda_library_workspaces.py)."""
     if runtime is None:
         return lambda op, a, k, out: workspace_bytes(op, target, a, k, out)
     return lambda op, a, k, out: workspace_bytes(op, target, a, k, out) + runtime.workspace_of(op, a, k, out)
@@ -195,8 +195,8 @@ def _workspace_of(target: str, runtime: CudaRuntime | None):
 
 def _forward_emulation(opts: TrainingOptions, device: str):
     """The context forward + loss run in on ``device`` (meta): the target's attention/dropout kernels
-    (:mod:`memgraph.trace.sdpa_kernels`) and, for the mixed precisions, emulated CUDA autocast
-    (:mod:`memgraph.trace.autocast_emulation`), in that order: autocast lies on top, so it casts first and
+    (:mod:`memgraph.trace.emulate.sdpa_kernels`) and, for the mixed precisions, emulated CUDA autocast
+    (:mod:`memgraph.trace.emulate.autocast_emulation`), in that order: autocast lies on top, so it casts first and
     the kernel choice sees the cast q/k/v, as on a GPU (the SDPA autocast kernel runs before the
     backend choice)."""
     cc, where = None, "cpu"

@@ -294,7 +294,7 @@ register(
     "matmul", "aten._grouped_mm",
     note="experts' GEMM: one [S, N] output for the forward (groups are row ranges given by offs), [G, K, N] "
          "for weight gradients; CPU and CUDA fallback loop mm_out over groups into it, no scratch (measured: "
-         "forward +output only, backward +grad_a +grad_w only). On meta, trace/moe.py answers non-bf16 dtypes",
+         "forward +output only, backward +grad_a +grad_w only). On meta, trace/emulate/moe.py answers non-bf16 dtypes",
 )
 register(
     "routing", "aten.topk", "aten.scatter",

@@ -72,7 +72,7 @@ from memgraph.private_api import (
     fused_sdp_choice,
     sdp_priority_order,
 )
-from memgraph.trace.transparent_mode import PASS, TransparentFunctionMode
+from memgraph.trace.record.transparent_mode import PASS, TransparentFunctionMode
 
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
 

@@ -1,7 +1,7 @@
 """Which ranks of a ``--strategy`` run differ: every rank's layout, and the ranks grouped by it.
 
 Every rank runs the same program; with even data (every rank a batch of the same shape) what differs is what a
-rank stores (:meth:`~memgraph.trace.distributed.DistributedRun.layout`): FSDP2's and DTensor's shards where a
+rank stores (:meth:`~memgraph.trace.parallel.distributed.DistributedRun.layout`): FSDP2's and DTensor's shards where a
 dimension does not divide by the ranks (``torch.chunk`` semantics: the last ranks hold fewer rows, possibly
 none), ZeRO-1's partitions. Each rank's layout comes from building the model on meta and wrapping it as that
 rank of the fake process group, without running a step (a fraction of a trace's time); ranks of equal layout
@@ -13,8 +13,8 @@ from __future__ import annotations
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.step import build_step
-from memgraph.trace.autocast_emulation import checkpoint_context_fn
-from memgraph.trace.distributed import DistributedRun
+from memgraph.trace.emulate.autocast_emulation import checkpoint_context_fn
+from memgraph.trace.parallel.distributed import DistributedRun
 from memgraph.trace.shadow_values import ShadowValues
 
 

@@ -19,7 +19,7 @@ import torch
 
 from memgraph.errors import MemgraphError, TraceError
 from memgraph.private_api import TorchDispatchMode, fake_tensor_type
-from memgraph.trace.event_log import ALLOC, FREE, EventLog, OpRecord, Origin, Role
+from memgraph.trace.record.event_log import ALLOC, FREE, EventLog, OpRecord, Origin, Role
 
 _FAKE = fake_tensor_type()
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
-from memgraph.trace.event_log import EventLog, StorageRecord
+from memgraph.trace.record.event_log import EventLog, StorageRecord
 from memgraph.trace.shortcuts.checks import same_stream, storage_sizes
 from memgraph.trace.tracer import Trace
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from memgraph.facts.unknowns import BoundedUnknown
-from memgraph.trace.event_log import EventLog, StorageRecord
+from memgraph.trace.record.event_log import EventLog, StorageRecord
 
 
 def first_difference(a, b) -> str | None:

@@ -39,7 +39,7 @@ import re
 from collections import defaultdict
 
 from memgraph.errors import MemgraphError
-from memgraph.trace.event_log import ALLOC, EventLog, OpRecord, Origin, StorageRecord
+from memgraph.trace.record.event_log import ALLOC, EventLog, OpRecord, Origin, StorageRecord
 
 
 class SynthesisError(MemgraphError):

@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from memgraph.model_spec.depth import model_depth, with_depth
 from memgraph.trace.shortcuts.depth import SynthesisError, _Layers, find_stack, synthesize
-from memgraph.trace.event_log import Origin
+from memgraph.trace.record.event_log import Origin
 from memgraph.trace.shortcuts.checks import first_difference
 
 BASE_DEPTH = 3  # traced depths 3 and 4 (and 2 for the notes); layer 1 is repeated
