@@ -32,10 +32,14 @@ def paused_gc():
     if not gc.isenabled():  # already paused by an outer entry point
         yield
         return
+    # what a caller froze (cli.py, after the imports) stays frozen: unfreeze() would hand it all back
+    freeze = gc.get_freeze_count() == 0
     gc.disable()
-    gc.freeze()
+    if freeze:
+        gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
         gc.enable()

@@ -35,6 +35,14 @@ def test_collector_paused_once_by_the_entry_points_and_restored():
         assert not gc.isenabled()  # a collector the caller had turned off stays off
     finally:
         gc.enable()
+    gc.freeze()  # as cli.py does after the imports: what was frozen stays frozen through a pause
+    try:
+        frozen = gc.get_freeze_count()
+        with paused_gc():
+            pass
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
     seen = []
     original = tracer._trace_all_layers
     tracer._trace_all_layers = lambda spec, opts, rank=0: seen.append(gc.isenabled()) or "trace"
