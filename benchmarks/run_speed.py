@@ -32,8 +32,8 @@ from memgraph.script_run.device_mode import ScriptDeviceMode
 from memgraph.script_run.loop_watch import StopScript
 from memgraph.script_run.runner import ScriptCommand, _script_argv, _swapped_on_conversion, run_script
 from memgraph.script_run.value_reads import ValueReads
-from memgraph.trace.event_log import EventLog
-from memgraph.trace.fused_optimizers import fused_on_meta
+from memgraph.trace.record.event_log import EventLog
+from memgraph.step.fused_optimizers import fused_on_meta
 
 STEPS = 3
 GPT2_SMALL = [str(Path(__file__).resolve().parent.parent / "examples" / "scripts" / "nanogpt_train.py"),

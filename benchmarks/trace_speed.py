@@ -39,8 +39,8 @@ def _setup(model_name: str, seq_len: int):
 
 def _plain(model, batch, make_optimizer) -> None:
     from memgraph.model_spec.tasks import loss_from_outputs
-    from memgraph.trace.fused_optimizers import fused_on_meta
-    from memgraph.trace.training_step import train_iteration
+    from memgraph.step.fused_optimizers import fused_on_meta
+    from memgraph.step.training_step import train_iteration
 
     optimizer = make_optimizer("adamw", [p for p in model.parameters() if p.requires_grad], "foreach")
     with fused_on_meta():

@@ -4,7 +4,8 @@ Data flow, one package per stage (tests/test_layers.py keeps imports pointing do
 
     facts/       what PyTorch, CUDA and the GPUs do, as data (ops, GPUs, SDPA rules, autocast, allocator rules)
     model_spec/  what to build and how to train it (options, sources, zoo, inputs, tasks, modality groups)
-    trace/       the step run on meta, recorded as one storage event log (trace/event_log.py)
+    step/        the training step, built once for the trace, the real run and each rank (build_step)
+    trace/       the step run on meta, recorded as one storage event log (record/, emulate/, parallel/, shortcuts/)
     analysis/    passes over the log: categorize, liveness, peaks, group-by, timeline -> Result
     allocator/   the CUDA caching allocator replayed over the log: reserved and device total
     render/      table, markdown, JSON and HTML from one set of sections

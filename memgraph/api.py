@@ -12,6 +12,7 @@ from memgraph.allocator.snapshot import memory_snapshot
 from memgraph.analysis.result import Result
 from memgraph.analysis.summarize import summarize
 from memgraph.analysis.timeline import add_reserved
+from memgraph.collector import paused_gc
 from memgraph.errors import MemgraphError
 from memgraph.facts.cuda_allocator import AllocatorOptions
 from memgraph.facts.gpus import get_gpu, process_context
@@ -19,8 +20,8 @@ from memgraph.model_spec.input_warnings import input_warnings
 from memgraph.model_spec.objects import spec_from_object
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
-from memgraph.trace import progress
-from memgraph.trace.ranks import rank_groups
+from memgraph.trace.record import progress
+from memgraph.trace.parallel.ranks import rank_groups
 from memgraph.trace.tracer import Trace, trace_training
 from memgraph.validation.band import add_validated_band
 
@@ -51,15 +52,16 @@ def analyze_traced(model, opts: TrainingOptions) -> tuple[Result, Trace]:
 
 def analyze_spec(spec, opts: TrainingOptions) -> tuple[Result, Trace]:
     """:func:`analyze_traced` of a resolved :class:`~memgraph.model_spec.sources.ModelSpec`."""
-    trace = trace_training(spec, opts)
-    result = result_of_trace(spec.name, opts, trace, input_warnings(spec, opts))
-    if opts.strategy is not None:
-        add_rank_figures(result, spec, opts)
+    with paused_gc():  # tracing and analysis: millions of small records that live to the end (collector.py)
+        trace = trace_training(spec, opts)
+        result = result_of_trace(spec.name, opts, trace, input_warnings(spec, opts))
+        if opts.strategy is not None:
+            add_rank_figures(result, spec, opts)
     return result, trace
 
 
 def add_rank_figures(result: Result, spec, opts: TrainingOptions) -> None:
-    """``result.ranks``: the ranks grouped by layout (trace/ranks.py), each group with its three counters; rank 0's
+    """``result.ranks``: the ranks grouped by layout (trace/parallel/ranks.py), each group with its three counters; rank 0's
     group has ``result``'s figures, every other group those of a trace of its first rank."""
     groups = rank_groups(spec, opts)
     result.ranks = []

@@ -238,7 +238,6 @@ def _analyze(a) -> dict[str | None, str | bytes]:
     import pickle
 
     from memgraph.api import analyze_traced, check_snapshot_target, predicted_snapshot
-    from memgraph.collector import paused_gc
     from memgraph.render.formats import render
 
     if any(isinstance(getattr(a, name), tuple) for name in SWEEPABLE):
@@ -246,7 +245,7 @@ def _analyze(a) -> dict[str | None, str | bytes]:
     opts = training_options(a)
     if any(fmt == "snapshot" for _, fmt in a.targets):
         check_snapshot_target(opts)
-    with time_budget(a.timeout), progress_line(), paused_gc():  # paused_gc: sweep.py says why
+    with time_budget(a.timeout), progress_line():  # the collector: paused since run() (and by analyze_spec)
         result, trace = analyze_traced(a.model, opts)
     if a.no_timeline:
         result.timeline = []

@@ -9,7 +9,7 @@ machine (torch 2.13.0, transformers 5.23, Python 3.11; benchmarks/speed_report.p
 the imports of a llama analysis (torch, transformers' modeling_llama, memgraph.api) take 3.60 CPU s with the
 collector on and 2.96 CPU s with it paused.
 
-Tensor lifetimes do not depend on it: storages are freed by reference counting (trace/recorder.py);
+Tensor lifetimes do not depend on it: storages are freed by reference counting (trace/record/recorder.py);
 a storage kept alive only by a reference cycle would be freed at a time no program order decides,
 with or without the pause (the golden tests check that the numbers are the same).
 """
@@ -24,15 +24,22 @@ from contextlib import contextmanager
 def paused_gc():
     """The cyclic garbage collector off (and what exists now frozen out of its reach) for a block.
 
-    Tracing and analysis allocate millions of small objects (op records, storage records, event
-    tuples) that all live to the end; each automatic collection walks them again. Lifetimes of
-    tensors do not depend on it: storages are freed by reference counting (trace/recorder.py)."""
-    was_enabled = gc.isenabled()
+    Taken once, at the entry points: ``memgraph`` on the command line (cli.py ``run``, from the start), and the
+    Python API's analyses (api.py ``analyze_spec``), sweeps (sweep.py) and ``fit`` (fit/), and the trace itself
+    (trace/tracer.py ``trace_training``) for callers that start there. Inside an open pause it does nothing,
+    so the entry points nest freely. Lifetimes of tensors do not depend on it: storages are freed by reference
+    counting (trace/record/recorder.py)."""
+    if not gc.isenabled():  # already paused by an outer entry point
+        yield
+        return
+    # what a caller froze (cli.py, after the imports) stays frozen: unfreeze() would hand it all back
+    freeze = gc.get_freeze_count() == 0
     gc.disable()
-    gc.freeze()
+    if freeze:
+        gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
-        if was_enabled:
-            gc.enable()
+        if freeze:
+            gc.unfreeze()
+        gc.enable()

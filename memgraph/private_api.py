@@ -425,7 +425,7 @@ current_graph_task_id = torch._C._current_graph_task_id
 
 # --------------------------------------------------------------------------------------------
 # Tensor._use_count, torch._C._storage_Use_Count
-#   for: autograd's in-place gradient accumulation (trace/inplace_grad_sum.py) decides as the engine's
+#   for: autograd's in-place gradient accumulation (trace/emulate/inplace_grad_sum.py) decides as the engine's
 #   ``can_accumulate_inplace`` does (torch/csrc/autograd/input_buffer.cpp), from the reference counts of a
 #   tensor and of its storage. Read from torch 2.13.0, torch/csrc/autograd/python_variable.cpp and
 #   torch/csrc/StorageMethods.cpp.
@@ -454,7 +454,7 @@ def use_counts(t: torch.Tensor) -> tuple[int, int]:
 # torch.distributed._tools.mod_tracker.ModTracker, and a copy of its _fw_pre_hook
 #   for: backward attribution (which module's backward is running). memgraph's tracker changes
 #   one line of ModTracker._fw_pre_hook (how the end of a module's backward is detected, see
-#   memgraph/trace/module_tracking.py); :class:`ModTrackerCopy` is that method copied verbatim
+#   memgraph/trace/record/module_tracking.py); :class:`ModTrackerCopy` is that method copied verbatim
 #   with the line made overridable (:meth:`ModTrackerCopy.on_backward_end`), so the copy must be
 #   re-read whenever the original changes: the guard compares the original's source hash.
 #   Read from torch 2.13.0 (same source in 2.12.1), torch/distributed/_tools/mod_tracker.py.
@@ -889,7 +889,7 @@ def model_from_config(cls, config, attn_implementation: str, dtype: torch.dtype)
 # torch.distributed on meta with the fake process group: FakeStore, DDP's parameter check, FSDP2's
 # device, device handle, meta check and storage resizes
 #   for: --strategy ddp|fsdp run PyTorch's own DistributedDataParallel and fully_shard on meta
-#   (memgraph/trace/distributed.py). Read from torch 2.13.0:
+#   (memgraph/trace/parallel/distributed.py). Read from torch 2.13.0:
 #   - torch/testing/_internal/distributed/fake_pg.py: FakeStore (the "fake" backend's store);
 #   - torch/nn/parallel/distributed.py: DDP.__init__ calls _verify_param_shape_across_processes,
 #     which reads a shape tensor with .item() (refused on meta); it checks ranks agree, no memory;
@@ -972,7 +972,7 @@ _META_DEVICE_HANDLE = _MetaDeviceHandle()
 
 # --------------------------------------------------------------------------------------------
 # dtensor_sharding_cache
-#   for: tracing another rank of a --strategy tp run in the same process (memgraph/trace/ranks.py): DTensor's
+#   for: tracing another rank of a --strategy tp run in the same process (memgraph/trace/parallel/ranks.py): DTensor's
 #   sharding propagator caches each op's output sharding, including the local shapes of view ops, keyed by the
 #   op's schema and not by the rank, twice: in Python (torch 2.13 torch/distributed/tensor/_sharding_prop.py:
 #   ShardingPropagator.propagate_op_sharding is a LocalLRUCache of propagate_op_sharding_non_cached) and in the

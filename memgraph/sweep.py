@@ -25,7 +25,7 @@ What is checked before interpolating (otherwise that size is traced for real):
 Notes that differ between the two traces (the KV-cache note names its bytes) are reported from
 the nearer traced size, prefixed with it.
 
-A deep model's traces are depth-synthesized (trace/depth_run.py): each traced size is traced at 3 and 4
+A deep model's traces are depth-synthesized (trace/shortcuts/depth_run.py): each traced size is traced at 3 and 4
 layers, and at 2 layers for the notes only; within one sequence length the 2-layer notes are traced once and
 reused by every size whose 3- and 4-layer notes are the same strings (``shared_notes_trace``: why that gives
 the notes a separate trace gives is in depth_run's docstring).
@@ -33,19 +33,17 @@ the notes a separate trace gives is in depth_run's docstring).
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from memgraph.api import result_of_trace
 from memgraph.collector import paused_gc
 from memgraph.model_spec.input_warnings import input_warnings
 from memgraph.analysis.result import Result
-from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
+from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec, resolve
-from memgraph.trace.event_log import EventLog, StorageRecord
 from memgraph.errors import MemgraphError
-from memgraph.facts.unknowns import BoundedUnknown
-from memgraph.trace.depth_run import shared_notes_trace
+from memgraph.trace.shortcuts.batch import AffineFit, checked
+from memgraph.trace.shortcuts.depth_run import shared_notes_trace
 from memgraph.trace.tracer import Trace, trace_training
 from memgraph.units import human_bytes
 
@@ -68,7 +66,7 @@ def analyze_many(model: str, options: TrainingOptions, batch_sizes: list[int], s
         points = []
         for seq in _unique(seq_lens):
             base = replace(options, seq_len=seq)
-            with shared_notes_trace():  # depth synthesis' notes-only trace, once per sweep (trace/depth_run.py)
+            with shared_notes_trace():  # depth synthesis' notes-only trace, once per sweep (trace/shortcuts/depth_run.py)
                 points += _batch_sweep(spec, base, _unique(batch_sizes), check)
         return points
 
@@ -97,7 +95,7 @@ def _batch_sweep(spec: ModelSpec, base: TrainingOptions, sizes: list[int], check
         lo, hi = remaining[0], remaining[-1]
         fit = AffineFit.of(traced(lo), lo, traced(hi), hi, remaining)
         if fit is not None and check:
-            fit = _checked(fit, remaining, traced)
+            fit = checked(fit, remaining, traced)
         if fit is None:  # the smallest differs (or nothing fits): trace it alone, try the rest
             logs[lo] = (traced(lo), "traced")
             remaining = remaining[1:]
@@ -108,117 +106,6 @@ def _batch_sweep(spec: ModelSpec, base: TrainingOptions, sizes: list[int], check
     for b in remaining:
         logs[b] = (traced(b), "traced")
     return [SweepPoint(b, base.seq_len, logs[b][1], analyze_trace(spec, opts[b], logs[b][0])) for b in sizes]
-
-
-def _checked(fit: "AffineFit", sizes: list[int], traced) -> "AffineFit | None":
-    """``fit`` if a real trace at a middle size equals its interpolation, else None."""
-    middle = [b for b in sizes if b not in (fit.lo, fit.hi)]
-    if not middle:
-        return fit
-    b = middle[len(middle) // 2]
-    real = traced(b)
-    return fit if _same_stream(real, fit.lo_trace) and _sizes(real.log) == fit.sizes_at(b) else None
-
-
-def _sizes(log: EventLog) -> list[tuple[int, tuple[int, ...]]]:
-    return [(s.nbytes, s.shape) for s in log.storages]
-
-
-def _stream_key(s: StorageRecord) -> tuple:
-    """Everything about a storage except its size and shape (and the analysis' category)."""
-    return (s.sid, s.dtype, len(s.shape), s.origin, s.name, s.module, s.phase, s.iteration, s.op_index,
-            s.alloc_event, s.free_event, s.last_use_op, s.saved_for_backward, s.role)
-
-
-def _same_stream(a: Trace, b: Trace) -> bool:
-    """The two traces record the same step: same events, ops, phases and storages (sizes aside)."""
-    la, lb = a.log, b.log
-    return (la.events == lb.events and la.phase_marks == lb.phase_marks and la.ops == lb.ops
-            and a.iteration_bounds == b.iteration_bounds and a.trainable_sids == b.trainable_sids
-            and a.parameter_count == b.parameter_count and a.optimizer_impl == b.optimizer_impl
-            and a.modalities == b.modalities and len(la.storages) == len(lb.storages)
-            and [_unknown_key(u) for u in a.unknowns] == [_unknown_key(u) for u in b.unknowns]
-            and all(_stream_key(x) == _stream_key(y) for x, y in zip(la.storages, lb.storages)))
-
-
-def _unknown_key(u: BoundedUnknown) -> tuple:
-    """A bounded unknown without its bytes (which grow with the batch, e.g. the efficient-attention workspace)."""
-    return (u.name, u.source, u.counter)
-
-
-@dataclass
-class AffineFit:
-    """Each storage's bytes and shape as exact affine functions of the batch size, from two traces."""
-
-    lo: int
-    hi: int
-    lo_trace: Trace
-    hi_trace: Trace
-    # per storage: (bytes at lo, bytes slope numerator, shape at lo, shape slope numerators); slope = num / (hi - lo)
-    terms: list[tuple[int, int, tuple[int, ...], tuple[int, ...]]]
-    # per bounded unknown of the trace: (expected at lo, its slope numerator, upper at lo, its slope numerator)
-    unknown_terms: list[tuple[int, int, int, int]] = field(default_factory=list)
-
-    @property
-    def source(self) -> str:
-        return f"interpolated from batch {self.lo} and {self.hi}"
-
-    @classmethod
-    def of(cls, a: Trace, lo: int, b: Trace, hi: int, sizes: list[int]) -> "AffineFit | None":
-        """The fit through traces ``a`` (batch ``lo``) and ``b`` (``hi``), if it is exact at every size in ``sizes``."""
-        if not _same_stream(a, b):
-            return None
-        terms = []
-        for x, y in zip(a.log.storages, b.log.storages):
-            dims = tuple(q - p for p, q in zip(x.shape, y.shape))
-            if sum(d != 0 for d in dims) > 1:  # two dims grow: the bytes are not affine in the batch
-                return None
-            terms.append((x.nbytes, y.nbytes - x.nbytes, x.shape, dims))
-        unknowns = [(x.expected_bytes, y.expected_bytes - x.expected_bytes, x.upper_bytes, y.upper_bytes - x.upper_bytes)
-                    for x, y in zip(a.unknowns, b.unknowns)]
-        fit = cls(lo, hi, a, b, terms, unknowns)
-        return fit if all(fit.exact_at(size) for size in sizes) else None
-
-    def exact_at(self, batch: int) -> bool:
-        """Whether every storage's bytes and shape land on integers at ``batch`` (the fit is exact there)."""
-        step, span = batch - self.lo, self.hi - self.lo
-        return (all(_integral(t, step, span) for t in self.terms)
-                and all((e * step) % span == 0 and (u * step) % span == 0 for _, e, _, u in self.unknown_terms))
-
-    def sizes_at(self, batch: int) -> list[tuple[int, tuple[int, ...]]]:
-        """(bytes, shape) of every storage at ``batch``."""
-        step, span = batch - self.lo, self.hi - self.lo
-        return [(n + slope * step // span, shape if not any(dims) else
-                 tuple(d + s * step // span for d, s in zip(shape, dims)))
-                for n, slope, shape, dims in self.terms]
-
-    def trace_at(self, batch: int, spec: ModelSpec, opts: TrainingOptions) -> Trace:
-        """A :class:`Trace` as if the step had been traced at ``batch``: the same stream, interpolated sizes."""
-        start = time.perf_counter()
-        base = self.hi_trace if batch - self.lo > self.hi - batch else self.lo_trace
-        storages = [_resized(s, n, shape) for s, (n, shape) in zip(base.log.storages, self.sizes_at(batch))]
-        log = EventLog(storages=storages, events=base.log.events, ops=base.log.ops, phase_marks=base.log.phase_marks)
-        batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
-        nearer = self.hi if base is self.hi_trace else self.lo
-        other = self.lo_trace if base is self.hi_trace else self.hi_trace
-        notes = [n if n in other.notes else f"(at batch {nearer}) {n}" for n in base.notes]
-        notes.append(f"sweep: batch {batch} {self.source} (memgraph/sweep.py): every storage's size is affine in "
-                     "the batch size and the two traces record the same stream")
-        step, span = batch - self.lo, self.hi - self.lo
-        unknowns = [replace(u, expected_bytes=e0 + e * step // span, upper_bytes=u0 + du * step // span)
-                    for u, (e0, e, u0, du) in zip(self.lo_trace.unknowns, self.unknown_terms)]
-        return replace(base, log=log, batch=[s.describe() for s in batch_spec.inputs], notes=notes, unknowns=unknowns,
-                       seconds=time.perf_counter() - start)
-
-
-def _integral(term, step: int, span: int) -> bool:
-    _, slope, _, dims = term
-    return (slope * step) % span == 0 and all((d * step) % span == 0 for d in dims)
-
-
-def _resized(s: StorageRecord, nbytes: int, shape: tuple[int, ...]) -> StorageRecord:
-    return StorageRecord(s.sid, nbytes, s.dtype, shape, s.origin, s.name, s.module, s.phase, s.iteration,
-                         s.op_index, s.alloc_event, s.free_event, s.last_use_op, s.saved_for_backward, s.role)
 
 
 SWEEP_COLUMNS = ("batch", "seq len", "peak allocated", "first iteration", "peak reserved", "device total", "fits",
@@ -261,4 +148,4 @@ def _sweep_row(p: SweepPoint) -> list[str]:
             human_bytes(r.first_iteration_peak.bytes), reserved, total, fits, where, p.source]
 
 
-__all__ = ["AffineFit", "SweepPoint", "analyze_many", "analyze_trace", "check_sweep_format", "paused_gc", "render_sweep"]
+__all__ = ["SweepPoint", "analyze_many", "analyze_trace", "check_sweep_format", "render_sweep"]

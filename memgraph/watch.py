@@ -4,7 +4,7 @@ The progress line is drawn on standard error by a daemon thread twice a second, 
 is a terminal (nothing when it is piped or redirected, so logs and scripts stay clean), and erased when
 the work ends. The time budget is a ``SIGALRM`` timer in the main thread: when it fires, the handler
 raises :class:`AnalysisTimeout` wherever the trace is, and the message names the stage, iteration,
-phase, module and op it had reached (:func:`memgraph.trace.progress.position`).
+phase, module and op it had reached (:func:`memgraph.trace.record.progress.position`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 import time
 
 from memgraph.errors import MemgraphError
-from memgraph.trace import progress
+from memgraph.trace.record import progress
 
 REFRESH_SECONDS = 0.5
 

@@ -16,8 +16,8 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.inputs import parse_input
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
-from memgraph.trace.meta_kernels import MetaKernelFixes
-from memgraph.trace.moe import grouped_mm_output_shape
+from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
+from memgraph.trace.emulate.moe import grouped_mm_output_shape
 from memgraph.trace.tracer import trace_training
 from tests.conftest import CONFIGS
 
@@ -151,7 +151,7 @@ def test_api_takes_modules_factories_and_configs():
 
 # -- the coverage sweep --------------------------------------------------------------------------------
 def test_tiny_configs_and_round_robin_order():
-    from memgraph.coverage import HIDDEN, LAYERS, VOCAB, architectures, tiny_config
+    from tools.coverage import HIDDEN, LAYERS, VOCAB, architectures, tiny_config
 
     cfg = tiny_config("mixtral")
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size, cfg.num_local_experts) == (HIDDEN, LAYERS, VOCAB, 4)
@@ -161,7 +161,7 @@ def test_tiny_configs_and_round_robin_order():
 
 
 def test_coverage_shares_by_hand():
-    from memgraph.coverage import Row, render_markdown, shares
+    from tools.coverage import Row, render_markdown, shares
 
     rows = [Row("causal-lm", "a", "A", "ok", True, True, 100, 100, 0.0),
             Row("causal-lm", "b", "B", "ok", True, True, 100, 103, 3.0),
@@ -230,7 +230,7 @@ def test_module_object_within_1_percent():
 @pytest.mark.slow
 def test_coverage_sample_one_per_family(tmp_path):
     """The sweep's sample (one architecture per task family, Mixtral for causal LM): all run, analyse, within 1%."""
-    from memgraph.coverage import main
+    from tools.coverage import main
 
     out = tmp_path / "coverage.md"
     assert main(["--sample", "--tasks", "causal-lm,masked-lm,seq2seq-lm,sequence-classification,"

@@ -8,11 +8,10 @@ from memgraph.facts.sdpa_backend import (
     choose_sdpa_backend,
     cudnn_preferred,
     minimum_gemm_alignment,
-    saved_for_backward_bytes,
     transformers_attention_backend,
-    transformers_saved_for_backward_bytes,
     transformers_sdpa_call,
 )
+from tests.sdpa_saved_bytes import saved_for_backward_bytes, transformers_saved_for_backward_bytes
 
 H100, A100, A10G, T4, V100 = (9, 0), (8, 0), (8, 6), (7, 5), (7, 0)
 

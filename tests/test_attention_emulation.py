@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from memgraph.analysis.group_by import at_depth
 from memgraph.api import analyze, measure
 from memgraph.errors import MemgraphError
-from memgraph.trace.sdpa_kernels import KernelMode, KernelStats, cpu_sdpa_backend
+from memgraph.trace.emulate.sdpa_kernels import KernelMode, KernelStats, cpu_sdpa_backend
 
 B, H, S, D = 2, 4, 128, 64
 BF16, F32 = 2, 4

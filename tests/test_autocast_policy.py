@@ -21,7 +21,7 @@ from memgraph.facts.autocast_policy import (
     autocast_kind,
     autocast_policy,
 )
-from memgraph.trace.autocast_emulation import AutocastStats, autocast_region
+from memgraph.trace.emulate.autocast_emulation import AutocastStats, autocast_region
 
 
 def test_kinds():

@@ -223,7 +223,7 @@ def test_near_capacity_the_interval_names_the_segments_the_capped_replay_release
 
     from memgraph.render.sections import interval_line
     from tests.test_device_replay import Step
-    from memgraph.trace.event_log import Origin
+    from memgraph.trace.record.event_log import Origin
 
     _small_h100(monkeypatch, 660 * MiB)
     s = Step()
@@ -260,7 +260,7 @@ def test_without_unknown_blocks_the_upper_replay_still_keeps_what_the_capped_one
     """Same step, no allocator unknown: reserved upper is the uncapped replay's 64 MiB (P 12 + W 40 + V 12),
     not the capped 52 MiB, so the upper end never depends on releases near capacity."""
     from tests.test_device_replay import Step
-    from memgraph.trace.event_log import Origin
+    from memgraph.trace.record.event_log import Origin
 
     _small_h100(monkeypatch, 660 * MiB)
     s = Step()

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from memgraph.cpu_profiler import cpu_memory_events, memory_profile
-from memgraph.trace.layerdrop import every_layer_runs, layerdrop_note
-from memgraph.trace.meta_kernels import MetaKernelFixes
-from memgraph.trace.recorder import ALLOC, FREE, Recorder
+from memgraph.step.layerdrop import every_layer_runs, layerdrop_note
+from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
+from memgraph.trace.record.recorder import ALLOC, FREE, Recorder
 from memgraph.trace.shadow_values import ShadowValues, balanced_routing
 
 
@@ -50,7 +50,7 @@ def test_valueless_bool_read_is_guessed_and_counted():
 def test_tiny_architecture_within_one_percent(task, model_type):
     """Measured for real on the CPU allocator and analysed for the cpu target; 1%: the sweep's tolerance (the
     remaining error on dense models is allocator rounding of a few bytes)."""
-    from memgraph.coverage import architectures, run_one
+    from tools.coverage import architectures, run_one
 
     (row,) = [run_one(*a) for a in architectures([task], model_type)]
     assert row.runs_for_real and row.analyzes, row.reason

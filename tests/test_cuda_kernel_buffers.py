@@ -17,7 +17,7 @@ from memgraph.facts.cublas_operands import batch_matrix_needs_copy, matrix_needs
 from memgraph.facts.ops.registry import CudaContext, cuda_kernel_buffers
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
-from memgraph.trace.event_log import Origin
+from memgraph.trace.record.event_log import Origin
 from memgraph.trace.tracer import trace_training
 
 F32, BF16 = 4, 2

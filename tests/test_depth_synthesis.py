@@ -1,4 +1,4 @@
-"""Depth synthesis (memgraph/trace/depth.py, depth_run.py): a deep model traced at 2, 3 and 4 layers and
+"""Depth synthesis (memgraph/trace/shortcuts/depth.py, depth_run.py): a deep model traced at 2, 3 and 4 layers and
 synthesized to its full depth gives the trace a full trace gives, exactly: every StorageRecord field,
 every event, op and phase mark, the iteration bounds, trainable sids, parameter counts, notes and
 modalities (no tolerance: the synthesis copies records, it computes no bytes). Where the layers are
@@ -18,9 +18,10 @@ from memgraph.api import result_of_trace
 from memgraph.model_spec.depth import model_depth, with_depth
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
-from memgraph.trace.depth import SynthesisError, find_stack
-from memgraph.trace.depth_run import _extrapolate_notes, first_difference, trace_with_depth_synthesis
-from memgraph.trace.event_log import Origin
+from memgraph.trace.shortcuts.depth import SynthesisError, find_stack
+from memgraph.trace.shortcuts.checks import first_difference
+from memgraph.trace.shortcuts.depth_run import _extrapolate_notes, trace_with_depth_synthesis
+from memgraph.trace.record.event_log import Origin
 from memgraph.trace.tracer import trace_training
 
 LLAMA, GPT2 = "tests/configs/tiny-llama.json", "tests/configs/tiny-gpt2.json"
@@ -30,7 +31,7 @@ LLAMA, GPT2 = "tests/configs/tiny-llama.json", "tests/configs/tiny-gpt2.json"
 def _shallow_models_synthesize(monkeypatch):
     """These tests use 5-8 layer models (cheap to trace in full for the comparison): let them synthesize,
     although by default a model needs depth_run.MIN_DEPTH layers for synthesis to trace fewer layers."""
-    monkeypatch.setattr("memgraph.trace.depth_run.MIN_DEPTH", 5)
+    monkeypatch.setattr("memgraph.trace.shortcuts.depth_run.MIN_DEPTH", 5)
 BASE = dict(batch_size=1, seq_len=16)
 
 
@@ -214,7 +215,7 @@ def test_sweeps_share_the_notes_trace_only_for_the_same_notes():
     for each pair of 3- and 4-layer notes: batch 4 after batch 2 reuses it (the same SDPA and autocast notes),
     fp32 does not (no autocast note, another SDPA kernel), and a second block starts empty. Each trace equals
     the one traced without sharing, field by field."""
-    from memgraph.trace.depth_run import shared_notes_trace
+    from memgraph.trace.shortcuts.depth_run import shared_notes_trace
 
     spec = resolve(_deep(LLAMA, 6))
     mixed = TrainingOptions(**{**BASE, "batch_size": 2}, precision="bf16-mixed", attn_implementation="sdpa")

@@ -19,7 +19,7 @@ from dataclasses import replace
 import memgraph.allocator.replay as replay
 from memgraph.allocator.replay import device_peaks
 from memgraph.facts.gpus import get_gpu
-from memgraph.trace.event_log import EventLog, Origin
+from memgraph.trace.record.event_log import EventLog, Origin
 
 MiB = 1024 * 1024
 H100_CAPACITY = 85_028_896_768  # cudaMemGetInfo total of an H100 80GB HBM3 (tests/test_gpu_catalog.py)

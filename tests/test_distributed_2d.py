@@ -4,7 +4,7 @@ and FSDP2's hybrid sharding (--nnodes M).
 tests/configs/tiny-llama.json (hidden 64, 4 heads of 16, 2 KV heads, MLP 128, vocabulary 1000, 2 layers,
 202,048 parameters), batch 2 x 32 tokens, float32 (4 bytes), AdamW, the cpu target (no 512-byte rounding);
 every figure is rank 0's, traced with torch 2.13's own parallelize_module and fully_shard on the fake process
-group (memgraph/trace/distributed.py, tensor_parallel.py).
+group (memgraph/trace/parallel/distributed.py, tensor_parallel.py).
 """
 
 import json

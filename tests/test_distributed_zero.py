@@ -10,7 +10,7 @@ import pytest
 from memgraph.api import analyze_traced
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions
-from memgraph.trace.event_log import ALLOC
+from memgraph.trace.record.event_log import ALLOC
 
 F32 = 4
 MLP = "tests.fixtures.multigpu_nets:mlp_64_64_10"  # Linear(64, 64), ReLU, Linear(64, 10): two FSDP units

@@ -1,7 +1,7 @@
 """The batch solver of memgraph fit (memgraph/fit/solve.py) on hand-made peak curves.
 
 Each curve is a step whose storages are given as functions of the batch, recorded as real
-:class:`~memgraph.trace.tracer.Trace` objects, so :class:`memgraph.sweep.AffineFit` judges them as it
+:class:`~memgraph.trace.tracer.Trace` objects, so :class:`memgraph.trace.shortcuts.batch.AffineFit` judges them as it
 judges traced ones. A batch fits when the bytes of all storages (all alive at once) are at most CAPACITY.
 The expected answers are computed by hand beside each test.
 """
@@ -9,8 +9,8 @@ The expected answers are computed by hand beside each test.
 import pytest
 
 from memgraph.fit.solve import solve_largest_batch
-from memgraph.sweep import AffineFit
-from memgraph.trace.event_log import EventLog, Origin, StorageRecord
+from memgraph.trace.shortcuts.batch import AffineFit
+from memgraph.trace.record.event_log import EventLog, Origin, StorageRecord
 from memgraph.trace.tracer import Trace
 
 CAPACITY = 5000

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from memgraph.facts.gpu_boards import BOARDS, NOT_CATALOGUED
+from memgraph.facts.gpu_boards import BOARDS, DOUBTFUL, NOT_CATALOGUED
 from memgraph.facts.gpus import GPUS, flash_attention_hardware_supported, native_bf16_supported
 from memgraph.units import MiB
 
@@ -98,9 +98,12 @@ def test_hbm_boards_sharing_a_frame_buffer():
     assert ROWS["h20"][3] == ROWS["gh200-96gb"][3] == 97871
 
 
-def test_doubtful_rows_say_so():
+def test_doubtful_rows_say_so_and_stay_out_of_the_catalog():
     assert ROWS["rtx-5080"][5].startswith("WINDOWS")
     assert ROWS["h100-nvl"][5].startswith("WEAK")
+    assert set(DOUBTFUL) == {key for key, *_, source in BOARDS if source.startswith(("WINDOWS", "WEAK"))}
+    assert not set(DOUBTFUL) & set(GPUS)
+    assert set(ROWS) - set(DOUBTFUL) <= set(GPUS)
     assert "24258MiB" in ROWS["a30"][5]  # the older driver's nvidia-smi total is kept as a note
 
 

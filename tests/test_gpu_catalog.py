@@ -15,8 +15,7 @@ REQUIRED = {"v100-16gb", "v100-32gb", "t4", "a10g", "l4", "a100-40gb", "a100-80g
 def test_catalog_has_required_entries():
     assert REQUIRED <= set(GPUS)
     for key, spec in GPUS.items():
-        if "@" in key:  # a --gpu-memory board an earlier test registered (facts/gpus.py with_capacity), not the catalog
-            continue
+        assert "@" not in key  # a --gpu-memory board (facts/gpus.py with_capacity) never enters the catalog
         assert spec.key == key
         assert 0 < spec.capacity_bytes < spec.nvml_total_bytes  # the driver always reserves something
         assert spec.driver_reserved_bytes < 1024 * MiB
@@ -102,4 +101,16 @@ def test_gpu_memory_keeps_the_architecture():
     o = TrainingOptions(gpu="a100-40gb", gpu_memory=48 * 2**30)
     spec = get_gpu(o.gpu)
     assert spec.capacity_bytes == 48 * 2**30 and spec.compute_capability == (8, 0)
-    assert get_gpu(TrainingOptions(gpu=o.gpu, gpu_memory=48 * 2**30).gpu) is spec  # rebuilding options is stable
+    assert get_gpu(TrainingOptions(gpu=o.gpu, gpu_memory=48 * 2**30).gpu) == spec  # rebuilding options is stable
+
+
+def test_a_gpu_memory_board_is_read_back_from_its_key_without_entering_the_catalog():
+    from memgraph.facts.gpus import get_gpu, with_capacity
+
+    before = dict(GPUS)
+    board = with_capacity(get_gpu("h100-80gb"), 24 * 2**30)
+    assert board.key == "h100-80gb@25769803776"  # 24 * 2**30 = 25,769,803,776 B
+    assert get_gpu(board.key) == board
+    assert board.capacity_bytes == board.nvml_total_bytes == 24 * 2**30
+    assert board.compute_capability == get_gpu("h100-80gb").compute_capability == (9, 0)
+    assert GPUS == before

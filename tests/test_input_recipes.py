@@ -5,7 +5,7 @@ configs that keep architectures valid. Hand-computed layouts here; live CPU comp
 import pytest
 import torch
 
-from memgraph.coverage import _spec_and_options, run_one, tiny_config
+from tools.coverage import _spec_and_options, run_one, tiny_config
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.image_tokens import image_tokens_per_image
 from memgraph.model_spec.multimodal_inputs import IGNORE_INDEX, NoImageTextLayout, layout_of
@@ -101,7 +101,7 @@ def test_tiny_configs_stay_valid_by_hand():
 
 
 def test_cpu_sdpa_choice_sees_a_mask_that_requires_grad():
-    from memgraph.trace.sdpa_kernels import cpu_sdpa_backend
+    from memgraph.trace.emulate.sdpa_kernels import cpu_sdpa_backend
 
     q = torch.empty(1, 2, 8, 16, device="meta", requires_grad=True)
     mask = torch.empty(1, 2, 8, 8, device="meta", requires_grad=True)

@@ -59,7 +59,7 @@ def test_chunked_ce_is_refused_for_other_tasks():
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_chunked_ce_within_2_percent_of_the_cpu_allocator(precision):
     """Tolerance 2%: the cpu target's bound (tests/test_cpu_ground_truth.py); measured exact (0 B apart) when
-    written, after the engine's out-of-place sum of the eight lm_head weight gradients (trace/inplace_grad_sum.py)."""
+    written, after the engine's out-of-place sum of the eight lm_head weight gradients (trace/emulate/inplace_grad_sum.py)."""
     kw = dict(seq_len=S, batch_size=B, precision=precision, loss="chunked-ce")
     predicted = analyze(LLAMA, target="cpu", **kw).steady_state_peak.bytes
     measured = max(it["peak_allocated"] for it in measure(LLAMA, device="cpu", **kw)["iterations"][1:])

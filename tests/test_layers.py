@@ -9,6 +9,7 @@ import each other, directly or through others.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -17,15 +18,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memgraph"
 
 # Lowest first. A name is the first part of the module path below memgraph/.
 LAYERS = [
-    {"errors", "units", "version", "cpu_profiler", "private_api"},  # foundation
+    {"errors", "units", "version", "cpu_profiler", "private_api", "collector"},  # foundation
     {"facts"},  # what PyTorch, CUDA and the GPUs do, as data
     {"model_spec"},  # what to build and how to train it
+    {"step"},  # the training step built and run: shared by the trace, the real run and each rank
     {"trace"},  # the step on meta -> the storage event log
     {"analysis"},  # passes over the log -> Result
     {"allocator"},  # the caching allocator replayed over the log
     {"render"},  # Result -> table, markdown, JSON, HTML
-    {"api", "measure", "validation", "output", "watch", "collector", "sweep", "fit", "coverage", "cli", "__main__", "__init__",
-     "script_run"},  # entry points
+    {"api", "measure", "validation", "output", "watch", "sweep", "fit", "cli", "__main__", "__init__", "script_run"},  # entry points
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 
@@ -69,7 +70,9 @@ def layer(module: str) -> int:
     return LAYER_OF[top]
 
 
+@functools.lru_cache(maxsize=1)
 def graph() -> dict[str, set[str]]:
+    """Module -> the memgraph modules it imports (parsed once per session; callers copy before changing it)."""
     return {module_name(p): imports(p) - {module_name(p)} for p in sorted(PACKAGE.rglob("*.py"))}
 
 
@@ -117,18 +120,55 @@ def test_every_import_points_down_the_data_flow():
 
 
 def test_no_import_cycles():
-    g = graph()
+    g = dict(graph())
     # the package's own __init__ re-exports the API, which imports everything: it is not a module cycle
     g.pop("memgraph", None)
     assert cycles(g) == []
 
 
 def test_the_checks_catch_a_backward_import_and_a_cycle():
-    g = {"memgraph.trace.recorder": {"memgraph.analysis.liveness"}, "memgraph.analysis.liveness": {"memgraph.trace.recorder"}}
-    assert backwards(g) == ["memgraph.trace.recorder imports memgraph.analysis.liveness (layer 4 > 3)"]
-    assert cycles(g) == [["memgraph.analysis.liveness", "memgraph.trace.recorder"]]
+    g = {"memgraph.trace.record.recorder": {"memgraph.analysis.liveness"}, "memgraph.analysis.liveness": {"memgraph.trace.record.recorder"}}
+    assert backwards(g) == ["memgraph.trace.record.recorder imports memgraph.analysis.liveness (layer 5 > 4)"]
+    assert cycles(g) == [["memgraph.analysis.liveness", "memgraph.trace.record.recorder"]]
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_every_module_is_in_a_layer(path):
     layer(module_name(path))
+
+
+def test_step_sits_between_what_to_build_and_recording():
+    """step/ imports nothing of trace/ or measure/ (which record it and run it), and both import step/."""
+    g = graph()
+    assert not [d for m, deps in g.items() if m.startswith("memgraph.step") for d in deps
+                if d.split(".")[1] in ("trace", "measure", "analysis", "allocator", "render")]
+    assert "memgraph.step" in g["memgraph.trace.tracer"] | g["memgraph.trace.parallel.ranks"]
+    assert "memgraph.step" in g["memgraph.measure.real_step"]
+
+
+def test_trace_and_measure_build_their_step_through_one_function(monkeypatch):
+    """The trace (meta), each rank's layout (meta) and ``memgraph measure`` (cpu) all get their step from
+    step.build_step: a spy on the builder it dispatches to sees all three, and the real run's step is the one
+    whose peak the trace predicts (the MLP of tests/test_mlp_by_hand.py: SGD_PEAK bytes, computed there)."""
+    from memgraph.api import _spec, analyze, measure
+    from memgraph.model_spec.options import TrainingOptions
+    from memgraph.step import kinds
+    from memgraph.trace.parallel.ranks import rank_groups
+    from tests.test_mlp_by_hand import MLP, SGD_PEAK, X
+
+    built = []
+    real = kinds.STEP_BUILDERS["model"]
+
+    def spy(spec, opts, device, distributed=None, **setup):
+        built.append((device, "seed" in setup))
+        return real(spec, opts, device, distributed, **setup)
+
+    monkeypatch.setitem(kinds.STEP_BUILDERS, "model", spy)
+    predicted = analyze(MLP, inputs=(X,), optimizer="sgd", target="cpu", iterations=2)
+    measured = measure(MLP, device="cpu", inputs=(X,), optimizer="sgd", iterations=2)
+    assert built == [("meta", False), ("cpu", True)]  # the trace on meta; the real run, seeded, on the cpu
+    assert predicted.steady_state_peak.bytes == SGD_PEAK == measured["iterations"][1]["peak_allocated"]
+    built.clear()
+    opts = TrainingOptions(target="cpu", inputs=(X,), strategy="ddp", nproc=2)
+    assert rank_groups(_spec(MLP), opts) == [[0, 1]]  # DDP: every rank holds the whole model
+    assert built == [("meta", False), ("meta", False)]  # each rank's step, built as the trace builds it

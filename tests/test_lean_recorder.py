@@ -7,25 +7,50 @@ import gc
 import pytest
 import torch
 
-from memgraph.trace.recorder import Recorder, _arg_tensors, _out_tensors, _tensors
+from memgraph.trace.record.recorder import Recorder, _arg_tensors, _out_tensors, _tensors
 
 
-def test_gc_paused_while_recording_and_restored():
+def test_collector_paused_once_by_the_entry_points_and_restored():
+    """collector.paused_gc: off inside, back on after (an error too); inside an open pause it does nothing; a
+    collector the caller turned off stays off. trace_training is one of the entry points that take it."""
+    from memgraph.collector import paused_gc
+    from memgraph.model_spec.options import TrainingOptions
+    from memgraph.trace import tracer
+
     assert gc.isenabled()
-    with Recorder():
+    with paused_gc():
         assert not gc.isenabled()
+        with paused_gc():  # nested: a no-op
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner exit did not turn it back on
     assert gc.isenabled()
     with pytest.raises(RuntimeError):
-        with Recorder():
+        with paused_gc():
             raise RuntimeError("boom")
     assert gc.isenabled()  # restored on the way out of an error too
     gc.disable()
     try:
-        with Recorder():
+        with paused_gc():
             pass
         assert not gc.isenabled()  # a collector the caller had turned off stays off
     finally:
         gc.enable()
+    gc.freeze()  # as cli.py does after the imports: what was frozen stays frozen through a pause
+    try:
+        frozen = gc.get_freeze_count()
+        with paused_gc():
+            pass
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
+    seen = []
+    original = tracer._trace_all_layers
+    tracer._trace_all_layers = lambda spec, opts, rank=0: seen.append(gc.isenabled()) or "trace"
+    try:
+        assert tracer.trace_training("spec", TrainingOptions(depth_synthesis="off")) == "trace"
+    finally:
+        tracer._trace_all_layers = original
+    assert seen == [False] and gc.isenabled()
 
 
 def test_argument_flattening_matches_the_general_walk():

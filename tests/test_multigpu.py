@@ -1,6 +1,6 @@
 """Multi-GPU per rank (--nproc, --strategy): DDP's buckets and FSDP2's shards, computed by hand.
 
-Both run torch.distributed's own code on meta over the fake process group (memgraph/trace/distributed.py);
+Both run torch.distributed's own code on meta over the fake process group (memgraph/trace/parallel/distributed.py);
 every figure below is rank 0's, in bytes, float32 (4 bytes), AdamW, the cpu target (no 512-byte rounding).
 """
 
@@ -9,8 +9,8 @@ import pytest
 from memgraph.api import analyze_traced
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions
-from memgraph.trace.distributed import DDP_BUCKET_MODULE
-from memgraph.trace.event_log import ALLOC
+from memgraph.trace.parallel.distributed import DDP_BUCKET_MODULE
+from memgraph.trace.record.event_log import ALLOC
 
 F32 = 4
 WIDE_MODEL = "tests.fixtures.multigpu_nets:three_linears"
@@ -154,8 +154,8 @@ def _measure_real_cpu(model: str, x: str, opts: TrainingOptions, rank: int = 0) 
     from memgraph.model_spec.sources import resolve
     from memgraph.model_spec.tasks import loss_from_outputs
     from memgraph.private_api import fake_store
-    from memgraph.trace.distributed import DistributedRun
-    from memgraph.trace.training_step import train_iteration
+    from memgraph.trace.parallel.distributed import DistributedRun
+    from memgraph.step.training_step import train_iteration
 
     spec = resolve(model)
     dist.init_process_group("fake", store=fake_store(), rank=rank, world_size=opts.nproc)

@@ -10,6 +10,10 @@ import torch
 
 from memgraph.api import analyze, measure
 from memgraph.facts.ops import cpu_workspace as cw
+from memgraph.facts.ops import cpu_conv_backend
+from memgraph.facts.ops import cpu_kernel_probe
+from memgraph.facts.ops import cpu_mkldnn_estimate
+from memgraph.facts.ops import cpu_norm_workspace
 from memgraph.facts.ops.registry import REGISTRY, facts, register, unknown_ops, workspace_bytes
 
 CONFIGS = Path(__file__).parent / "configs"
@@ -56,7 +60,7 @@ def test_slow2d_forward_columns_by_hand():
     x = torch.empty(1, 4, 8, 8, device="meta")
     w = torch.empty(4, 4, 3, 3, device="meta", requires_grad=True)
     args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
-    assert cw.conv_backend(x, w, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, need_backward=True) == "Slow2d"
+    assert cpu_conv_backend.conv_backend(x, w, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, need_backward=True) == "Slow2d"
     # columns = N * (C*kh*kw) * (oh*ow) * 4 B = 1 * (4*3*3) * (8*8) * 4 = 9216 B; output 1*4*8*8*4 = 1024 B
     # is allocated after the columns, so the peak above the output is exactly the columns.
     assert workspace_bytes("aten.convolution.default", "cpu", args, {}, None) == [9216]
@@ -90,8 +94,8 @@ def test_mkldnn_estimate_by_hand():
     # peak = max(2304 + 32768, 32768 + 8192) = 40960 B -> above the output: 40960 - 8192 = 32768 B.
     x = torch.empty(8, 4, 8, 8, device="meta")
     w = torch.empty(4, 4, 3, 3, device="meta", requires_grad=True)
-    assert cw.conv_backend(x, w, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, need_backward=True) == "Mkldnn"
-    assert cw.mkldnn_estimate(x, w, [1, 1], [1, 1], [1, 1], 1) == [32768]
+    assert cpu_conv_backend.conv_backend(x, w, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, need_backward=True) == "Mkldnn"
+    assert cpu_mkldnn_estimate.mkldnn_estimate(x, w, [1, 1], [1, 1], [1, 1], 1) == [32768]
 
 
 # -- CPU convolution workspaces, against the profiler ---------------------------------------------
@@ -114,15 +118,15 @@ def test_slow2d_rules_match_the_profiler(case, layout):
         elif layout == "permuted":
             x = torch.zeros(n, h, c, h).permute(0, 2, 1, 3)
         st, pd, dl, op = [s, s], [p, p], [1, 1], [0, 0]
-    assert cw.conv_backend(_meta(x), _meta(w), st, pd, dl, False, op, 1, True) == "Slow2d"
+    assert cpu_conv_backend.conv_backend(_meta(x), _meta(w), st, pd, dl, False, op, 1, True) == "Slow2d"
     fwd = (x, w, None, st, pd, dl, False, op, 1)
-    assert sum(cw.convolution(_metas(fwd), {}, None)) == cw._run_profiled(A.convolution.default, fwd, {}, None, (0,))
+    assert sum(cw.convolution(_metas(fwd), {}, None)) == cpu_kernel_probe._run_profiled(A.convolution.default, fwd, {}, None, (0,))
     y = A.convolution.default(*fwd)
     for go in (torch.zeros_like(y), torch.zeros(y.shape[::-1]).permute(*reversed(range(y.dim())))):
         for mask in ([True, True, False], [False, True, True], [True, False, False]):
             bwd = (go, x, w, [o] if mask[2] else None, st, pd, dl, False, op, 1, mask)
             rule = sum(cw.convolution_backward(_metas(bwd), {}, None))
-            assert rule == cw._run_profiled(A.convolution_backward.default, bwd, {}, None, (0, 1)), (mask, go.stride())
+            assert rule == cpu_kernel_probe._run_profiled(A.convolution_backward.default, bwd, {}, None, (0, 1)), (mask, go.stride())
 
 
 def test_backend_mirror_agrees_with_aten():
@@ -132,8 +136,8 @@ def test_backend_mirror_agrees_with_aten():
             x = torch.empty(n, c, hw, hw, device="meta")
             w = torch.empty(o, c // g, k, k, device="meta", requires_grad=True)
             st, pd, dl = [s, s], [k // 2, k // 2], [1, 1]
-            got = cw.conv_backend(x, w, st, pd, dl, False, [0, 0], g, True)
-            mirror = cw._select_cpu_backend_mirror(list(x.shape), list(w.shape), x.dtype, st, pd, dl, False, [0, 0], g, True)
+            got = cpu_conv_backend.conv_backend(x, w, st, pd, dl, False, [0, 0], g, True)
+            mirror = cpu_conv_backend._select_cpu_backend_mirror(list(x.shape), list(w.shape), x.dtype, st, pd, dl, False, [0, 0], g, True)
             assert got == mirror, (n, c, hw, o, k, s, g)
 
 
@@ -143,14 +147,14 @@ def test_probe_is_cached_and_can_be_disabled(monkeypatch):
     w = torch.empty(4, 16, 1, 1, device="meta", requires_grad=True)
     args = (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
     runs = []
-    real_run = cw._run_profiled
-    monkeypatch.setattr(cw, "_run_profiled", lambda *a: runs.append(a) or real_run(*a))
-    cw._PROBE_CACHE.clear()
+    real_run = cpu_kernel_probe._run_profiled
+    monkeypatch.setattr(cpu_kernel_probe, "_run_profiled", lambda *a: runs.append(a) or real_run(*a))
+    cpu_kernel_probe._PROBE_CACHE.clear()
     first = cw.convolution(args, {}, None)
     assert first and first == cw.convolution(args, {}, None)
     assert len(runs) == 1  # the second call is answered from the cache: the kernel ran once
-    monkeypatch.setenv(cw.PROBE_ENV, "0")
-    assert cw.probe_kernel_peak(A.convolution.default, args, {}) is None
+    monkeypatch.setenv(cpu_kernel_probe.PROBE_ENV, "0")
+    assert cpu_kernel_probe.probe_kernel_peak(A.convolution.default, args, {}) is None
     # probing off -> mkldnn_estimate, by hand (16 channels: not oneDNN's "1st conv" path, all blocked):
     # blocked src 8*pad16(16)*8*8*4 = 32768, blocked weight pad16(4)*pad16(16)*1*4 = 1024,
     # blocked dst 8*pad16(4)*8*8*4 = 32768, dense output 8*4*8*8*4 = 8192.
@@ -165,11 +169,11 @@ def test_probe_extrapolates_big_batches(monkeypatch):
     x = torch.empty(32, 16, 16, 16, device="meta")
     w = torch.empty(32, 16, 3, 3, device="meta", requires_grad=True)
     args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
-    full = cw.probe_kernel_peak(A.convolution.default, args, {})
-    cw._PROBE_CACHE.clear()
-    monkeypatch.setenv(cw.PROBE_LIMIT_ENV, "0.25")
-    scaled = cw.probe_kernel_peak(A.convolution.default, args, {})
-    cw._PROBE_CACHE.clear()
+    full = cpu_kernel_probe.probe_kernel_peak(A.convolution.default, args, {})
+    cpu_kernel_probe._PROBE_CACHE.clear()
+    monkeypatch.setenv(cpu_kernel_probe.PROBE_LIMIT_ENV, "0.25")
+    scaled = cpu_kernel_probe.probe_kernel_peak(A.convolution.default, args, {})
+    cpu_kernel_probe._PROBE_CACHE.clear()
     assert full and scaled == pytest.approx(full, rel=0.02)
 
 
@@ -180,7 +184,7 @@ def _rule_vs_profiler(op, args, kwargs=None):
     outs = out if isinstance(out, tuple) else (out,)
     meta_out = _meta(outs[0]) if isinstance(outs[0], torch.Tensor) else None
     rule = sum(workspace_bytes(str(op), "cpu", _metas(args), kwargs, meta_out))
-    return rule, cw._run_profiled(op, args, kwargs, None, ()), out
+    return rule, cpu_kernel_probe._run_profiled(op, args, kwargs, None, ()), out
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided", "2d", "nc11"])
@@ -220,7 +224,7 @@ def test_layer_norm_backward_buffer_by_hand():
     x, g = torch.empty(2, 16, 64, device="meta"), torch.empty(2, 16, 64, device="meta")
     mean = rstd = torch.empty(2, 16, 1, device="meta")
     w = b = torch.empty(64, device="meta")
-    got = cw.layer_norm_backward((g, x, [64], mean, rstd, w, b, [True, True, True]), {}, None)
+    got = cpu_norm_workspace.layer_norm_backward((g, x, [64], mean, rstd, w, b, [True, True, True]), {}, None)
     assert got == [2 * torch.get_num_threads() * 64 * 4]
 
 
@@ -254,7 +258,7 @@ def test_tiny_configs_have_no_unknown_ops(name, target):
 # tests/test_cpu_ground_truth.py; this is the one configuration with probing off)
 @pytest.mark.slow
 def test_cpu_peak_without_probing_stays_close(monkeypatch):
-    monkeypatch.setenv(cw.PROBE_ENV, "0")
+    monkeypatch.setenv(cpu_kernel_probe.PROBE_ENV, "0")
     path = str(CONFIGS / "tiny-resnet.json")
     kw = dict(batch_size=8, image_size=32, optimizer="sgd")
     predicted = analyze(path, target="cpu", **kw).steady_state_peak.bytes

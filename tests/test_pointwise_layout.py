@@ -1,10 +1,10 @@
-"""Pointwise outputs of ambiguous [N, C, 1, 1] inputs (memgraph/trace/pointwise_layout.py): the corrected meta
+"""Pointwise outputs of ambiguous [N, C, 1, 1] inputs (memgraph/trace/emulate/pointwise_layout.py): the corrected meta
 strides equal the real CPU kernel's, op by op."""
 
 import pytest
 import torch
 
-from memgraph.trace.meta_kernels import MetaKernelFixes
+from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
 
 aten = torch.ops.aten
 

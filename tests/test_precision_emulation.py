@@ -8,11 +8,11 @@ from torch import nn
 from memgraph.api import analyze, measure
 from memgraph.errors import MemgraphError
 from memgraph.measure.real_step import precision_context
-from memgraph.trace.autocast_emulation import RULES, AutocastStats, autocast_region
-from memgraph.trace.grad_scaler import MetaGradScaler, make_scaler
+from memgraph.trace.emulate.autocast_emulation import RULES, AutocastStats, autocast_region
+from memgraph.step.grad_scaler import MetaGradScaler, make_scaler
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
-from memgraph.trace.recorder import FREE, Recorder
+from memgraph.trace.record.recorder import FREE, Recorder
 from memgraph.trace.tracer import trace_training
 from tests.conftest import CONFIGS
 

@@ -5,7 +5,7 @@ import torch
 
 from memgraph.api import analyze
 from memgraph.model_spec.quantize import Linear4bitStandIn, storage_bytes
-from memgraph.trace.recorder import ALLOC, FREE, Recorder
+from memgraph.trace.record.recorder import ALLOC, FREE, Recorder
 from tests.conftest import CONFIGS
 
 BF16, F32 = 2, 4

@@ -2,7 +2,7 @@
 
 import torch
 
-from memgraph.trace.recorder import ALLOC, FREE, Recorder
+from memgraph.trace.record.recorder import ALLOC, FREE, Recorder
 
 
 def _run(fn):

@@ -10,7 +10,7 @@ import torch
 from memgraph.errors import TraceError
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec, resolve
-from memgraph.trace.recorder import Recorder
+from memgraph.trace.record.recorder import Recorder
 from memgraph.trace.shadow_values import ShadowValues
 from memgraph.trace.tracer import trace_training
 from tests.conftest import CONFIGS

@@ -67,7 +67,7 @@ def test_deep_sweep_json_equals_separate_analyses(tmp_path, monkeypatch):
     """A 10-layer llama (depth_run.MIN_DEPTH, so depth-synthesized from 2-, 3- and 4-layer traces) swept at 1, 2,
     3 and 8: every size's whole JSON report is the separate analysis' at that size, the sweep's own note on the
     interpolated size aside; and the sweep traced 2 layers once (batch 1's notes, reused by 8 and 2:
-    trace/depth_run.py ``shared_notes_trace``), 3 and 4 layers once per traced size (1, 8, 2)."""
+    trace/shortcuts/depth_run.py ``shared_notes_trace``), 3 and 4 layers once per traced size (1, 8, 2)."""
     import memgraph.trace.tracer as tracer
 
     config = json.loads(open(LLAMA).read())
@@ -84,7 +84,7 @@ def test_deep_sweep_json_equals_separate_analyses(tmp_path, monkeypatch):
     for p in points:
         swept = _report(p.result)
         if p.batch_size == 3:
-            swept["notes"].remove("sweep: batch 3 interpolated from batch 2 and 8 (memgraph/sweep.py): every "
+            swept["notes"].remove("sweep: batch 3 interpolated from batch 2 and 8 (memgraph/trace/shortcuts/batch.py): every "
                                   "storage's size is affine in the batch size and the two traces record the same stream")
         assert any(n.startswith("depth synthesis: traced 2, 3 and 4 of 10 layers") for n in swept["notes"])
         assert swept == alone[p.batch_size], p.batch_size

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from memgraph.cli import main
-from memgraph.trace import progress
+from memgraph.trace.record import progress
 from memgraph.watch import AnalysisTimeout, progress_line, time_budget
 
 SLOW_MODEL = '''

@@ -26,7 +26,7 @@ from memgraph.allocator.upper_bound import (
 )
 from memgraph.facts.gpus import get_gpu, process_context
 from memgraph.facts.unknowns import BoundedUnknown
-from memgraph.trace.event_log import ALLOC, EventLog
+from memgraph.trace.record.event_log import ALLOC, EventLog
 
 
 @dataclass

@@ -20,7 +20,7 @@ from __future__ import annotations
 from memgraph.allocator.caching_model import CachingAllocatorModel, OutOfMemoryError
 from memgraph.allocator.replay import log_stream
 from memgraph.facts.cuda_allocator import K_SMALL_SIZE, AllocatorOptions
-from memgraph.trace.event_log import EventLog
+from memgraph.trace.record.event_log import EventLog
 
 
 def _frames(log: EventLog, sid) -> list[dict]:

@@ -1,8 +1,8 @@
-"""The categorize pass: one :class:`~memgraph.trace.event_log.Category` on every storage record."""
+"""The categorize pass: one :class:`~memgraph.trace.record.event_log.Category` on every storage record."""
 
 from __future__ import annotations
 
-from memgraph.trace.event_log import Category, EventLog, Origin, Role, StorageRecord
+from memgraph.trace.record.event_log import Category, EventLog, Origin, Role, StorageRecord
 
 ORDER = tuple(Category)
 

@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 
 from memgraph.analysis.result import ModuleRow, TensorGroup, TensorRow, Totals
-from memgraph.trace.event_log import Category, EventLog
+from memgraph.trace.record.event_log import Category, EventLog
 
 
 @lru_cache(maxsize=None)

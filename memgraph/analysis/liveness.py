@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memgraph.trace.event_log import ALLOC
+from memgraph.trace.record.event_log import ALLOC
 
 
 def live_bytes(events: list[tuple[int, int]], sizes: list[int]) -> list[int]:

@@ -9,7 +9,7 @@ from memgraph.analysis.categorize import ORDER
 from memgraph.analysis.group_by import tensor_groups
 from memgraph.analysis.liveness import alive_after, argmax_in
 from memgraph.analysis.result import Peak, TensorRow
-from memgraph.trace.event_log import Category, EventLog, StorageRecord
+from memgraph.trace.record.event_log import Category, EventLog, StorageRecord
 
 TOP_TENSORS = 12
 PHASE_TOP_TENSORS = 3

@@ -23,6 +23,7 @@ from memgraph.analysis.timeline import timeline
 from memgraph.facts.cuda_allocator import ALLOCATED_SIZE
 from memgraph.facts.ops.registry import unknown_ops
 from memgraph.model_spec.modality import SHARED
+from memgraph.model_spec.options import AUTOCAST_DTYPE_NAME
 from memgraph.trace.tracer import Trace
 from memgraph.units import human_bytes
 from memgraph.version import __version__
@@ -70,9 +71,6 @@ def summarize(trace: Trace, model_name: str, options: dict, target: str) -> Resu
     )
 
 
-MIXED_DTYPE = {"fp16-mixed": "float16", "bf16-mixed": "bfloat16"}
-
-
 def mixed_precision_note(precision: str | None, steady) -> list[str]:
     """Why a mixed-precision step can need more than fp32, when autocast's weight copies are alive at its peak.
 
@@ -81,11 +79,11 @@ def mixed_precision_note(precision: str | None, steady) -> list[str]:
     exits (``torch.autocast.__exit__`` -> ``clear_autocast_cache()``), and autograd keeps the copies it saved until
     backward; a non-leaf tensor (an activation) is cast again, uncached, by every op that reads it. The float32
     weights, gradients and optimizer state stay what fp32 training holds. So mixed precision saves only through
-    smaller activations, and where they are few it needs more (trace/autocast_emulation.py emulates this)."""
+    smaller activations, and where they are few it needs more (trace/emulate/autocast_emulation.py emulates this)."""
     cache = steady.by_category.get("autocast_cache", 0)
-    if precision not in MIXED_DTYPE or not cache:
+    if precision not in AUTOCAST_DTYPE_NAME or not cache:
         return []
-    dtype = MIXED_DTYPE[precision]
+    dtype = AUTOCAST_DTYPE_NAME[precision]
     return [f"{precision} can need more than fp32: it keeps the float32 weights, gradients and optimizer state of "
             f"fp32 training, adds autocast's {dtype} copy of every weight forward uses ({human_bytes(cache)} alive at "
             "the steady-state peak: kept until forward ends, longer where backward needs it), and casts a float32 "

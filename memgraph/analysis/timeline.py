@@ -11,7 +11,7 @@ from memgraph.analysis.categorize import ORDER
 from memgraph.analysis.liveness import argmax_in
 from memgraph.analysis.peaks import Locator
 from memgraph.analysis.result import TimelinePoint
-from memgraph.trace.event_log import ALLOC, EventLog
+from memgraph.trace.record.event_log import ALLOC, EventLog
 
 TIMELINE_POINTS = 1500
 

@@ -41,7 +41,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from memgraph.facts.gpu_boards import BOARDS
+from memgraph.facts.gpu_boards import BOARDS, DOUBTFUL
 from memgraph.facts.sdpa_backend import FLASH_SM_RANGE
 from memgraph.units import MiB
 
@@ -332,11 +332,8 @@ _ENTRIES = (
     ),
 )
 
-# The boards researched from public outputs (facts/gpu_boards.py). Rows whose only figures are Windows ones
-# (Windows reports a CUDA total close to nvidia-smi's, Linux a few hundred MiB less) or whose CUDA total comes
-# from a single weak source are left out of the catalog; gpu_boards.py keeps them with the reason.
-_UNCATALOGUED_PREFIXES = ("WEAK", "WINDOWS")
-_ENTRIES = _ENTRIES + tuple(_spec(*row) for row in BOARDS if not row[5].startswith(_UNCATALOGUED_PREFIXES))
+# The boards researched from public outputs (facts/gpu_boards.py), less the doubtful rows (gpu_boards.DOUBTFUL).
+_ENTRIES = _ENTRIES + tuple(_spec(*row) for row in BOARDS if row[0] not in DOUBTFUL)
 
 GPUS: dict[str, GpuSpec] = {spec.key: spec for spec in _ENTRIES}
 DEFAULT_GPU = "h100-80gb"  # the target GPU when --gpu is not given
@@ -390,6 +387,9 @@ def get_gpu(key: str) -> GpuSpec:
     norm = _norm(key)
     if norm in _LOOKUP:
         return GPUS[_LOOKUP[norm]]
+    base, at, capacity = key.rpartition("@")
+    if at and base and capacity.isdigit():  # BASE@BYTES: a --gpu-memory board (with_capacity)
+        return with_capacity(get_gpu(base), int(capacity))
     if norm in AMBIGUOUS:
         raise KeyError(f"GPU {key!r} names more than one board: pass one of {', '.join(AMBIGUOUS[norm])} "
                        "(or --gpu-memory SIZE for another)")
@@ -400,15 +400,13 @@ def get_gpu(key: str) -> GpuSpec:
 
 def with_capacity(base: GpuSpec, capacity_bytes: int) -> GpuSpec:
     """``base``'s architecture (compute capability, workspaces, context) with another CUDA total: a board the
-    catalog lacks (``--gpu-memory``). Registered under ``BASE@BYTES`` so options that name it can be rebuilt."""
+    catalog lacks (``--gpu-memory``). Its key is ``BASE@BYTES``, which :func:`get_gpu` reads back; the catalog
+    itself is not changed."""
+    from dataclasses import replace
+
     base = GPUS[base.key.split("@")[0]]
     key = f"{base.key}@{capacity_bytes}"
-    if key not in GPUS:
-        from dataclasses import replace
-
-        GPUS[key] = replace(base, key=key, name=f"{base.name} architecture with {capacity_bytes / 2**30:.2f} GiB",
-                            capacity_bytes=capacity_bytes, nvml_total_bytes=capacity_bytes,
-                            source=f"--gpu-memory {capacity_bytes} on {base.key}'s architecture")
-        _LOOKUP[_norm(key)] = key
-    return GPUS[key]
+    return replace(base, key=key, name=f"{base.name} architecture with {capacity_bytes / 2**30:.2f} GiB",
+                   capacity_bytes=capacity_bytes, nvml_total_bytes=capacity_bytes,
+                   source=f"--gpu-memory {capacity_bytes} on {base.key}'s architecture")
 

@@ -6,7 +6,7 @@ Every number here is a prediction of memgraph's own analysis, never a rule of th
   compared with the GPU's capacity, at the expected value and at the upper end of the bounded unknowns;
   **why** it needs that much: the peak's phase, module and op, and its largest consumers (fit/why.py).
 * **The largest batch** (``--solve batch-size``, the default; fit/solve.py): anchored on two real traces
-  (your batch, whose trace is already there, and twice it); where :class:`memgraph.sweep.AffineFit` finds
+  (your batch, whose trace is already there, and twice it); where :class:`memgraph.trace.shortcuts.batch.AffineFit` finds
   every storage affine in the batch, the other probes are interpolated logs (an analysis, not a trace),
   otherwise every probe is a real trace; doubling, then bisection; then **confirmed by real traces** at the
   answer and one above (a disagreement sends the search on with real traces).
@@ -39,7 +39,8 @@ from memgraph.fit.why import removal_line, why_lines
 from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
-from memgraph.sweep import AffineFit, paused_gc
+from memgraph.collector import paused_gc
+from memgraph.trace.shortcuts.batch import AffineFit
 
 SEQ_STEP = 256  # --solve seq-len answers in multiples of this many tokens (flash/efficient kernels tile by 128)
 
@@ -61,7 +62,7 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: 
     # what your settings really run, and the flags of the best combination are explicit.
     opts = resolve_defaults(spec, opts).options
     analyses = Analyses(spec)
-    with paused_gc():  # memgraph/sweep.py says why
+    with paused_gc():  # memgraph/collector.py says why
         progress.stage("your settings")
         yours = analyses.outcome(opts, "your settings")
         progress.done(f"your settings: {summary(yours)}")

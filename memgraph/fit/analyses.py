@@ -109,7 +109,7 @@ class Analyses:
         return self.traces[trace_key(opts)]
 
     def interpolated(self, opts: TrainingOptions, trace: Trace, label: str) -> Outcome:
-        """The analysis of an interpolated trace (memgraph/sweep.py): not memoised, since it is not a real trace."""
+        """The analysis of an interpolated trace (memgraph/trace/shortcuts/batch.py): not memoised, since it is not a real trace."""
         start = time.perf_counter()
         result = result_of_trace(self.spec.name, opts, trace)
         seconds = time.perf_counter() - start

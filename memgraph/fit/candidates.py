@@ -22,7 +22,7 @@ from memgraph.units import human_bytes
 FREE, COMPUTE, PRECISION, METHOD, HARDWARE = range(5)
 # Options that name a fine-tuning method: a change is not offered to a user who already runs that method
 METHOD_OPTIONS = ("lora_rank", "quantize")
-FSDP_WORLD_SIZES = (2, 4, 8)  # one node's GPUs; the smallest that fits is chosen (memgraph/trace/distributed.py)
+FSDP_WORLD_SIZES = (2, 4, 8)  # one node's GPUs; the smallest that fits is chosen (memgraph/trace/parallel/distributed.py)
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,7 @@ class Candidate:
 
 
 # The changes users make to fit a step. Each is applied only where this memgraph has the option
-# (Candidate.applies_to) and only when it changes the user's settings; the loss, activation offloading and
-# selective checkpointing options are issue 10's and count only once this memgraph has them.
+# (Candidate.applies_to) and only when it changes the user's settings.
 CANDIDATES = (
     Candidate("SDPA attention", (("attn_implementation", "sdpa"),), "none: same math, fused kernel"),
     Candidate("Trainer loop (outputs dropped after the loss)", (("loop", "trainer"),),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from memgraph.trace import progress
+from memgraph.trace.record import progress
 
 ERASE_LINE = "\r\x1b[K"  # carriage return, then ANSI "erase to end of line": the live line goes first
 

@@ -2,7 +2,7 @@
 
 The batch solver talks to a :class:`BatchCurve`: ``real(b)`` is a real trace (seconds), ``fits_real(b)`` and
 ``fits_interpolated(fit, b)`` say whether batch ``b`` fits, from a real trace or from an
-:class:`~memgraph.sweep.AffineFit` interpolation (a tenth of a second). Two real traces anchor the fit; if
+:class:`~memgraph.trace.shortcuts.batch.AffineFit` interpolation (a tenth of a second). Two real traces anchor the fit; if
 :meth:`AffineFit.of` refuses them (the two traces record different streams, or a shape grows in two dims so
 its bytes are quadratic in the batch, e.g. CLIP's ``[b, b]`` logits), every probe is a real trace. Either
 way the answer is confirmed by real traces at it and one above; where a confirmation disagrees (the stream
@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from memgraph.sweep import AffineFit
+from memgraph.trace.shortcuts.batch import AffineFit
 from memgraph.trace.tracer import Trace
 
 MAX_BATCH = 1 << 16  # the doubling search stops here: a batch this large is a data-loader question, not memory
-SMALLEST_ANCHOR = 2  # batch 1 can record a different stream (size-1 dims: memgraph/sweep.py): then anchor at 2
+SMALLEST_ANCHOR = 2  # batch 1 can record a different stream (size-1 dims: memgraph/sweep.py docstring): then anchor at 2
 
 
 class BatchCurve(Protocol):
@@ -49,7 +49,7 @@ def solve_largest_batch(curve: BatchCurve, start: int, fits_start: bool, limit: 
     if fit is None and lo < SMALLEST_ANCHOR:  # batch 1 recorded another stream: anchor at 2 and 4 instead
         lo, hi = SMALLEST_ANCHOR, 2 * SMALLEST_ANCHOR
         fit = AffineFit.of(curve.real(lo), lo, curve.real(hi), hi, [lo, hi])
-    answer = BatchAnswer(0, f"interpolated from real traces at batch {lo} and {hi} (memgraph/sweep.py AffineFit)"
+    answer = BatchAnswer(0, f"interpolated from real traces at batch {lo} and {hi} (memgraph/trace/shortcuts/batch.py AffineFit)"
                          if fit is not None else
                          (f"real traces at every probe (the traces at batch {lo} and {hi} are not one stream "
                           "affine in the batch)" if hi > lo else "real traces at every probe"))

@@ -16,7 +16,7 @@ from collections import defaultdict
 from memgraph.analysis.liveness import alive_after
 from memgraph.facts.cuda_allocator import ALLOCATED_SIZE
 from memgraph.fit.outcome import Outcome
-from memgraph.trace.event_log import Category
+from memgraph.trace.record.event_log import Category
 from memgraph.units import human_bytes
 
 WHOLE = {Category.PARAMETER: "the parameters", Category.GRADIENT: "the gradients",

@@ -3,13 +3,13 @@
 ``memgraph measure MODEL --device cpu --nproc 2 --strategy ddp`` starts N processes (``torch.multiprocessing``
 with the ``spawn`` start method), each a rank of a real ``gloo`` process group on 127.0.0.1 and a free TCP
 port. Every rank builds the same model, batch and optimizer as single-process ``measure --device cpu``
-(memgraph/measure/real_step.py), wraps them with the same :class:`~memgraph.trace.distributed.DistributedRun`
+(memgraph/measure/real_step.py), wraps them with the same :class:`~memgraph.trace.parallel.distributed.DistributedRun`
 code the trace uses (DDP, FSDP2 ``fully_shard``, ``ZeroRedundancyOptimizer``), and measures its own CPU
 allocator under ``torch.profiler`` exactly as memgraph/measure/cpu.py does. Unlike the fake process group
 of the trace, gloo moves the data: whatever the collectives allocate on a rank is in its figures.
 
 The one difference from the trace's wrapper: DDP runs its C++ default all-reduce (``_AllReduceBySumCommHook``
-on gloo) rather than the Python hook the fake process group needs (trace/distributed.py ``_allreduce_hook``).
+on gloo) rather than the Python hook the fake process group needs (trace/parallel/distributed.py ``_allreduce_hook``).
 
 The record's ``iterations`` are rank 0's (what ``memgraph analyze`` predicts); ``ranks`` holds every rank's.
 
@@ -121,7 +121,7 @@ def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
     from memgraph.cpu_profiler import cpu_memory_events, memory_profile
     from memgraph.measure.cpu import _per_iteration
     from memgraph.measure.real_step import build_run, run_iteration
-    from memgraph.trace.distributed import DistributedRun
+    from memgraph.trace.parallel.distributed import DistributedRun
 
     gc.collect()
     with memory_profile() as prof:

@@ -1,6 +1,6 @@
 """The number of repeated layers of a transformers model, and the same model spec at another depth.
 
-Depth synthesis (:mod:`memgraph.trace.depth`) traces a model at two small depths and repeats one layer.
+Depth synthesis (:mod:`memgraph.trace.shortcuts.depth`) traces a model at two small depths and repeats one layer.
 This module only reads and changes the config: :func:`model_depth` says how many layers the model has
 (or why its depth cannot be changed safely), :func:`with_depth` returns a spec whose config has another
 number of layers and is otherwise the same object graph (a deep copy: the caller's spec is unchanged).

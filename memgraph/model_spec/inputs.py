@@ -28,6 +28,9 @@ DTYPES = {
     "int64": torch.int64, "long": torch.int64, "int32": torch.int32, "int": torch.int32,
     "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
 }
+# labels at this value are left out of the loss: torch.nn.functional.cross_entropy's ignore_index default
+# (torch 2.13), which transformers' loss_utils.ForCausalLMLoss passes on (transformers 5.23)
+IGNORE_INDEX = -100
 DEFAULT_INT_HIGH = 2  # values drawn from [0, 2): valid class labels and token ids for any model
 
 _SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([A-Za-z0-9]+)\s*\[\s*([0-9,\s]*)\]\s*(?:<\s*(\d+))?"

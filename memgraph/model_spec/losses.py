@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from memgraph.errors import MemgraphError
-from memgraph.model_spec.inputs import Batch
+from memgraph.model_spec.inputs import IGNORE_INDEX, Batch
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.tasks import loss_from_outputs
@@ -35,7 +35,6 @@ TARGET_INPUT = "target"  # the --input that --loss cross-entropy takes as the cl
 # torchtune (github pytorch/torchtune @ bd2a0fc, torchtune/modules/loss/ce_chunked_output_loss.py)
 # CEWithChunkedOutputLoss(num_output_chunks=8, ignore_index=-100): its defaults.
 NUM_OUTPUT_CHUNKS = 8
-IGNORE_INDEX = -100  # also transformers' loss_utils.ForCausalLMLoss ignore_index
 
 
 def loss_and_model_batch(spec: ModelSpec, opts: TrainingOptions, batch_spec: Batch,

@@ -45,11 +45,10 @@ import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
-from memgraph.model_spec.inputs import Batch, InputSpec
+from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
 
 LONG = torch.int64
-IGNORE_INDEX = -100  # labels at this value are left out of the loss (PyTorch's cross-entropy default)
 TEXT_SEED = 0  # text token ids are drawn from their own generator: identical on meta and for real
 # Qwen2-VL image processor defaults (min_pixels / max_pixels of Qwen2VLImageProcessor).
 QWEN2VL_MIN_PIXELS = 56 * 56

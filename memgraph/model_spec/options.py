@@ -45,13 +45,13 @@ LORA_DTYPES = ("float32", "model")
 OPTIMIZER_IMPLS = ("auto", "foreach", "for-loop", "fused")
 TARGETS = ("cuda", "cpu")
 # flash_attention_2 is traced as PyTorch's flash SDPA kernel (the same FlashAttention-2 code; see
-# memgraph/trace/run.py), on the cuda target only.
+# memgraph/model_spec/build.py build_model and trace/tracer.py _forward_emulation), on the cuda target only.
 # auto: what transformers picks when none is given (memgraph/model_spec/defaults.py)
 ATTN_IMPLEMENTATIONS = ("auto", "eager", "sdpa", "flash_attention_2")
-# the training loops of memgraph/trace/training_step.py; auto: trainer for transformers models, plain for
+# the training loops of memgraph/step/training_step.py; auto: trainer for transformers models, plain for
 # module:function models (memgraph/model_spec/defaults.py)
 LOOPS = ("auto", "plain", "trainer")
-# -- training-loop semantics (memgraph/trace/training_step.py) --
+# -- training-loop semantics (memgraph/step/training_step.py) --
 # set-to-none: zero_grad(set_to_none=True), PyTorch >= 2.0's default; zero: zero_grad(set_to_none=False), the
 # default before 2.0, gradients stay allocated; none: no zero_grad at all (gradients accumulate in place).
 ZERO_GRAD_MODES = ("set-to-none", "zero", "none")
@@ -63,20 +63,20 @@ LOSSES = ("auto", "sum", "cross-entropy", "chunked-ce")
 CHECKPOINT_IMPLS = ("non-reentrant", "reentrant")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
-# Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/distributed.py)
+# Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/parallel/distributed.py)
 STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3", "tp", "fsdp+tp")
-# the strategies that apply a tensor-parallel plan (memgraph/trace/tensor_parallel.py)
+# the strategies that apply a tensor-parallel plan (memgraph/trace/parallel/tensor_parallel.py)
 TP_STRATEGIES = ("tp", "fsdp+tp")
 # the strategies that run FSDP2's fully_shard (zero2 = reshard_after_forward=False, zero3 = True)
 FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
-# --depth-synthesis (memgraph/trace/depth_run.py): auto = trace a few layers and synthesize the rest, verified
+# --depth-synthesis (memgraph/trace/shortcuts/depth_run.py): auto = trace a few layers and synthesize the rest, verified
 DEPTH_SYNTHESIS = ("auto", "off")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
-# PRECISION_DTYPE below maps to the torch.dtype itself
-_PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
-                         "fp16": "float16"}
+# PRECISION_DTYPE below maps to the torch.dtype itself; the one rule (the trace's notes and the report read it too)
+PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
+                        "fp16": "float16"}
 # dtype of torch.autocast("cuda", dtype=...) for the mixed precisions; AUTOCAST_DTYPE maps to the torch.dtype
-_AUTOCAST_DTYPE_NAME = {"fp16-mixed": "float16", "bf16-mixed": "bfloat16"}
+AUTOCAST_DTYPE_NAME = {"fp16-mixed": "float16", "bf16-mixed": "bfloat16"}
 MIN_ITERATIONS = 2  # iteration 1 creates the optimizer state; the steady state starts at 2
 # Each iteration is a full trace, and from iteration 2 on every iteration repeats the same events
 # (tests/test_recorder.py), so more iterations only cost time: a larger value is refused, not run for hours.
@@ -91,7 +91,7 @@ def __getattr__(name: str):
 
     torch is imported only then, so the command line (``memgraph --help``) can read this module without it.
     """
-    names = {"PRECISION_DTYPE": _PRECISION_DTYPE_NAME, "AUTOCAST_DTYPE": _AUTOCAST_DTYPE_NAME}.get(name)
+    names = {"PRECISION_DTYPE": PRECISION_DTYPE_NAME, "AUTOCAST_DTYPE": AUTOCAST_DTYPE_NAME}.get(name)
     if names is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import torch
@@ -300,7 +300,7 @@ class TrainingOptions:
         "language model (vision tower frozen), `full` everything; the groups come from the model's structure, "
         "and `--train`/`--freeze` narrow the stage's set",
         choices=STAGES)
-    # -- training-loop semantics (issue 8 part 3; memgraph/trace/training_step.py) --
+    # -- training-loop semantics (memgraph/step/training_step.py) --
     zero_grad: str = option(
         "set-to-none", "--zero-grad",
         "how gradients are cleared after the step: `set-to-none` frees them (`zero_grad()`, PyTorch >= 2.0); `zero` "
@@ -382,7 +382,7 @@ class TrainingOptions:
         "`CUDA_MODULE_LOADING` of the run: `lazy` (the default since CUDA 12.2) loads the kernels a "
         "step uses, `eager` every kernel image of libtorch_cuda, cuBLAS and cuDNN at start (about 1 GiB more)",
         choices=MODULE_LOADINGS, noun="module loading", analyze_only=True)
-    # -- multi-GPU, per rank (memgraph/trace/distributed.py) --
+    # -- multi-GPU, per rank (memgraph/trace/parallel/distributed.py) --
     nproc: int = option(
         1, "--nproc",
         "world size: the number of GPUs (ranks) of a `--strategy` run; the report is rank 0's memory, traced by "
@@ -429,7 +429,7 @@ class TrainingOptions:
     gradient_as_bucket_view: bool = option(
         False, "--gradient-as-bucket-view",
                 "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets")
-    # -- the remaining knobs of issue 10: activation offload, checkpointing variants --
+    # -- activation offload, checkpointing variants --
     activation_offload: bool = option(
         False, "--activation-offload",
         "forward and loss under `torch.autograd.graph.save_on_cpu(pin_memory=True)`: every tensor autograd saves is "
@@ -443,7 +443,7 @@ class TrainingOptions:
         1, "--checkpoint-every",
         "with `--gradient-checkpointing`: checkpoint only every K-th layer (layers 0, K, 2K, ...; the others keep "
         "their activations)", metavar="K", parse=positive_int, noun="checkpoint interval")
-    # -- tracing speed (memgraph/trace/depth_run.py) --
+    # -- tracing speed (memgraph/trace/shortcuts/depth_run.py) --
     depth_synthesis: str = option(
         "auto", "--depth-synthesis",
         "`auto`: a model with 10 or more repeated layers is traced at 3 and 4 layers (and 2 when its notes count "

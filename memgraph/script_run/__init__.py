@@ -3,7 +3,7 @@
 The script runs in this process (``runpy``) with the run's device (``cuda`` on the cuda target, ``cpu`` on the
 cpu target) mapped to ``meta`` (:mod:`.device_mode`), ``torch.cuda`` answering for the chosen ``--gpu``
 (:mod:`.cuda_stand_in`), the loop's phases and optimizer steps seen through global hooks (:mod:`.loop_watch`),
-and every storage recorded by :class:`memgraph.trace.recorder.Recorder`; after ``--steps`` optimizer steps the
+and every storage recorded by :class:`memgraph.trace.record.recorder.Recorder`; after ``--steps`` optimizer steps the
 script is stopped and the trace goes through the same analysis and allocator replay as ``analyze``
 (:mod:`.runner`). Values a meta tensor cannot have are answered with placeholders and listed with the script
 line that read them (:mod:`.value_reads`).

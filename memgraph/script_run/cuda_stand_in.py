@@ -26,8 +26,8 @@ import torch
 
 from memgraph.facts.cuda_allocator import ALLOCATED_SIZE
 from memgraph.facts.gpus import GpuSpec
-from memgraph.trace.autocast_emulation import AutocastStats, autocast_region
-from memgraph.trace.event_log import ALLOC, EventLog
+from memgraph.trace.emulate.autocast_emulation import AutocastStats, autocast_region
+from memgraph.trace.record.event_log import ALLOC, EventLog
 
 _REAL_AUTOCAST = torch.amp.autocast_mode.autocast
 _REAL_IS_ENABLED = torch.is_autocast_enabled

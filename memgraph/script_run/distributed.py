@@ -21,7 +21,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from memgraph.private_api import distributed_on_meta, fake_store
-from memgraph.trace.distributed import _allreduce_hook  # analyze's DDP bucket all-reduce on the fake group
+from memgraph.trace.parallel.distributed import _allreduce_hook  # analyze's DDP bucket all-reduce on the fake group
 
 _REAL_INIT = dist.init_process_group
 

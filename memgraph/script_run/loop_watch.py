@@ -4,7 +4,7 @@ Nothing in the script is edited; global hooks tell where it is:
 
 * forward: a global module forward pre-hook (outside backward: a checkpoint's recompute is backward). The
   first module with parameters called from the top level is the model: its module paths name the ops
-  (:class:`memgraph.trace.module_tracking.ModuleStack`), its parameters and buffers are named as such in the
+  (:class:`memgraph.trace.record.module_tracking.ModuleStack`), its parameters and buffers are named as such in the
   event log, and the tensors it is called with are the inputs;
 * backward: ``Tensor.backward`` / ``torch.autograd.backward`` (:mod:`.device_mode`), or the first op the
   autograd engine runs (a backward called from inside another torch-function mode);
@@ -27,9 +27,9 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from memgraph.private_api import current_graph_task_id
-from memgraph.trace.event_log import Origin, Role
-from memgraph.trace.module_tracking import ModuleStack
-from memgraph.trace.recorder import Recorder
+from memgraph.trace.record.event_log import Origin, Role
+from memgraph.trace.record.module_tracking import ModuleStack
+from memgraph.trace.record.recorder import Recorder
 
 
 class StopScript(BaseException):

@@ -32,14 +32,14 @@ from memgraph.script_run.distributed import fake_world, world_notes
 from memgraph.script_run.loop_watch import LoopWatch, StopScript
 from memgraph.script_run.value_reads import ValueReads, script_line
 from memgraph.script_run.weights import load_notes, weights_on_meta
-from memgraph.trace import progress
-from memgraph.trace.cuda_library_workspaces import CudaRuntime
-from memgraph.trace.distributed import DistributedRecorder
-from memgraph.trace.event_log import Role
-from memgraph.trace.fused_optimizers import fused_on_meta
-from memgraph.trace.meta_kernels import MetaKernelFixes
-from memgraph.trace.recorder import Recorder
-from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
+from memgraph.trace.record import progress
+from memgraph.trace.emulate.cuda_library_workspaces import CudaRuntime
+from memgraph.trace.parallel.distributed import DistributedRecorder
+from memgraph.trace.record.event_log import Role
+from memgraph.step.fused_optimizers import fused_on_meta
+from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
+from memgraph.trace.record.recorder import Recorder
+from memgraph.trace.emulate.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
 from memgraph.trace.tracer import Trace, _host_type, _pack, _shadow_notes, _unpack, _workspace_of  # the tracer's
 

@@ -8,7 +8,7 @@ tower splits attention by ``cu_seqlens``. On meta all of these end in ops that h
 kernel (``aten._local_scalar_dense``, ``aten.nonzero``, ``aten.masked_select``, ...).
 
 :class:`ShadowValues` keeps, next to such a meta tensor, a *shadow*: a real CPU tensor with its
-values. It is a ``TorchDispatchMode`` placed *below* the :class:`~memgraph.trace.recorder.Recorder`
+values. It is a ``TorchDispatchMode`` placed *below* the :class:`~memgraph.trace.record.recorder.Recorder`
 (entered before it), so the recorder sees every op once, with the outputs this mode returns,
 and never sees the CPU work done on shadows.
 

@@ -8,40 +8,38 @@ from dataclasses import dataclass, field
 
 import torch
 
+from memgraph.collector import paused_gc
 from memgraph.errors import MemgraphError
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.ops.registry import workspace_bytes
 from memgraph.facts.unknowns import BoundedUnknown
-from memgraph.model_spec.build import build_model
-from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.lora import finetuning_notes
-from memgraph.model_spec.losses import loss_and_model_batch
 from memgraph.model_spec.modality import module_modalities
-from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE, TrainingOptions
+from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE_NAME, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import grad_scaler_state
-from memgraph.trace.activation_offload import OffloadEmulation
-from memgraph.trace.autocast_emulation import (
+from memgraph.step.activation_offload import OffloadEmulation
+from memgraph.trace.emulate.autocast_emulation import (
     AutocastStats,
     autocast_factory,
     checkpoint_context_fn,
     emulation_region,
 )
-from memgraph.trace.cuda_library_workspaces import CudaRuntime
-from memgraph.trace.depth_run import trace_with_depth_synthesis
-from memgraph.trace.distributed import DistributedRun
-from memgraph.trace import progress
-from memgraph.trace.event_log import EventLog, Origin, Role
-from memgraph.trace.fused_optimizers import fused_on_meta
-from memgraph.trace.grad_scaler import make_scaler
-from memgraph.trace.layerdrop import every_layer_runs, layerdrop_note
-from memgraph.trace.module_tracking import ModuleStack
-from memgraph.trace.meta_kernels import MetaKernelFixes
-from memgraph.trace.recorder import Recorder
-from memgraph.trace.sdpa_kernels import KernelStats, kernel_factory
+from memgraph.trace.emulate.cuda_library_workspaces import CudaRuntime
+from memgraph.trace.shortcuts.depth_run import trace_with_depth_synthesis
+from memgraph.trace.parallel.distributed import DistributedRun
+from memgraph.trace.record import progress
+from memgraph.trace.record.event_log import EventLog, Origin, Role
+from memgraph.step.fused_optimizers import fused_on_meta
+from memgraph.step.grad_scaler import make_scaler
+from memgraph.step.layerdrop import every_layer_runs, layerdrop_note
+from memgraph.trace.record.module_tracking import ModuleStack
+from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
+from memgraph.trace.record.recorder import Recorder
+from memgraph.trace.emulate.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
-from memgraph.trace.grad_accumulation import iteration_function
-from memgraph.trace.optimizer_in_backward import OptimizerInBackward, make_step_optimizer
+from memgraph.step import build_step
+from memgraph.step.optimizer_in_backward import OptimizerInBackward
 from memgraph.units import human_bytes
 from memgraph.model_spec.kinds import model_kind
 
@@ -88,8 +86,9 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Tra
     """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything.
 
     With ``--depth-synthesis auto`` a deep model is traced at a few small depths and the full depth is
-    synthesized from them, verified exact (memgraph/trace/depth_run.py); otherwise every layer is traced."""
-    return trace_with_depth_synthesis(spec, opts, lambda s: _trace_all_layers(s, opts, rank))
+    synthesized from them, verified exact (memgraph/trace/shortcuts/depth_run.py); otherwise every layer is traced."""
+    with paused_gc():  # millions of small records that live to the end (memgraph/collector.py)
+        return trace_with_depth_synthesis(spec, opts, lambda s: _trace_all_layers(s, opts, rank))
 
 
 def _trace_all_layers(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
@@ -101,23 +100,16 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     start = time.perf_counter()
     device = "meta"
     progress.stage("building the model")
-    resolved = resolve_defaults(spec, opts)
-    opts = resolved.options
     # constructor_values: real values for constructors that compute with tensors (build.py _construct)
-    model = build_model(spec, opts, device, checkpoint_context_fn, constructor_values=ShadowValues)
-    runner = run.wrap(model)  # what the loop calls: the model, DDP around it, or it sharded by FSDP2
-    batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
-    batch = batch_spec.make(device)
+    step = build_step(spec, opts, device, run, constructor_values=ShadowValues,
+                      checkpoint_context_fn=checkpoint_context_fn)
+    opts, model, batch_spec, batch, trainable = step.options, step.model, step.batch_spec, step.batch, step.trainable
     shadows = ShadowValues()  # real values of the small integer inputs (token layout, grid sizes)
     # Also with gradient checkpointing: transformers then checks position ids (an arange) for packed
     # sequences with .all().item() (masking_utils.find_packed_sequence_indices), which needs values.
     has_values = shadows.attach_batch(batch_spec, batch)
     values = shadows if has_values or opts.gradient_checkpointing else contextlib.nullcontext()
-    compute_loss, model_batch = loss_and_model_batch(spec, opts, batch_spec, batch, model)
-    impl = resolved.optimizer_impl
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    with fused_on_meta():
-        optimizer = run.shard_optimizer(make_step_optimizer(opts, trainable, impl))  # zero1: partitioned
+    optimizer = step.optimizer
 
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
@@ -160,10 +152,9 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
             rec.iteration = it
             first = len(rec.log.events)
             with _model_refusals(spec.name):
-                iteration_function(opts)(runner, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
-                                autocast=forward_context, loop=opts.loop,
-                                scaler=scaler, zero_grad=opts.zero_grad,
-                                saved_tensors=offload and offload.context)
+                step.iteration(set_phase, autocast=forward_context, scaler=scaler,
+                               saved_tensors=offload and offload.context,
+                               compute_loss=kv_cache.watch(step.compute_loss))
             mark_gradients()  # --zero-grad zero / none: the gradients stay allocated
             _mark_optimizer_state(rec, run.local_optimizer(optimizer), owners)
             if scaler is not None:  # GradScaler's _scale / _growth_tracker: training state kept across steps
@@ -177,14 +168,14 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
         log=rec.log, iteration_bounds=bounds,
         parameter_count=sum(p.numel() for p in params),
         trainable_parameter_count=sum(p.numel() for p in params if p.requires_grad),
-        batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
+        batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=step.optimizer_impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
                + finetuning_notes(model, optimizer) + layerdrop_note(dropped)
                + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()
                + (offload.notes(opts.iterations) if offload else [])),
         unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
-        assumptions=resolved.assumptions, model_kind=model_kind(spec.task, model),
+        assumptions=step.assumptions, model_kind=model_kind(spec.task, model),
     )
 
 
@@ -198,7 +189,7 @@ def _host_type(target: str) -> str | None:
 def _workspace_of(target: str, runtime: CudaRuntime | None):
     """The recorder's ``workspace_of``: the op registry's per-target workspaces; on the cuda target it also
     hands the op to the runtime model, whose ``on_op`` hook allocates the buffers CUDA kernels take inside
-    the op and the cuBLAS workspaces (trace/cuda_library_workspaces.py)."""
+    the op and the cuBLAS workspaces (trace/emulate/cuda_library_workspaces.py)."""
     if runtime is None:
         return lambda op, a, k, out: workspace_bytes(op, target, a, k, out)
     return lambda op, a, k, out: workspace_bytes(op, target, a, k, out) + runtime.workspace_of(op, a, k, out)
@@ -206,8 +197,8 @@ def _workspace_of(target: str, runtime: CudaRuntime | None):
 
 def _forward_emulation(opts: TrainingOptions, device: str):
     """The context forward + loss run in on ``device`` (meta): the target's attention/dropout kernels
-    (:mod:`memgraph.trace.sdpa_kernels`) and, for the mixed precisions, emulated CUDA autocast
-    (:mod:`memgraph.trace.autocast_emulation`), in that order: autocast lies on top, so it casts first and
+    (:mod:`memgraph.trace.emulate.sdpa_kernels`) and, for the mixed precisions, emulated CUDA autocast
+    (:mod:`memgraph.trace.emulate.autocast_emulation`), in that order: autocast lies on top, so it casts first and
     the kernel choice sees the cast q/k/v, as on a GPU (the SDPA autocast kernel runs before the
     backend choice)."""
     cc, where = None, "cpu"
@@ -238,7 +229,7 @@ def _emulation_notes(opts: TrainingOptions, kernel_stats: KernelStats, autocast_
                      "the gradients via _amp_foreach_non_finite_check_and_unscale_, found_inf per device); "
                      "gradients assumed finite, so every step runs")
     if opts.precision in ("bf16", "fp16"):
-        dtype = {"bf16": "bfloat16", "fp16": "float16"}[opts.precision]
+        dtype = PRECISION_DTYPE_NAME[opts.precision]
         notes.append(f"{opts.precision}: parameters, gradients, optimizer state and floating inputs in {dtype}, "
                      "no autocast" + (", no GradScaler" if opts.precision == "fp16" else ""))
     return notes

@@ -14,7 +14,7 @@ torch/csrc/distributed/c10d/Functional.cpp): ``all_reduce`` clones its input and
 place, ``all_gather_into_tensor`` and ``reduce_scatter_tensor`` allocate their output (world size x the input,
 or 1/world size of it); ``wait_tensor`` returns its input. ``_wrap_tensor_autograd``
 (torch/distributed/_functional_collectives.py) wraps its input's storage in an AsyncCollectiveTensor: the
-distributed recorder traces it as an alias (trace/distributed.py), not as its fake kernel's empty_like.
+distributed recorder traces it as an alias (trace/parallel/distributed.py), not as its fake kernel's empty_like.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ a 0-dim tensor of 4-12 bytes on the real CPU run that the meta trace does not se
 from __future__ import annotations
 
 from memgraph.facts.ops import cpu_attention
+from memgraph.facts.ops import cpu_norm_workspace as cpu_norm
 from memgraph.facts.ops import cpu_workspace as cpu
 from memgraph.facts.ops import cuda_workspace as cuda
 from memgraph.facts.ops.table import register
@@ -119,30 +120,30 @@ register(
 register(
     "norm", "aten.native_batch_norm", "aten._native_batch_norm_legit",
     note="output + save_mean/save_invstd (C each); CPU: per-channel stats and alpha/beta temporaries",
-    workspace={"cpu": cpu.batch_norm},
+    workspace={"cpu": cpu_norm.batch_norm},
 )
 register(
     "norm", "aten._native_batch_norm_legit_no_training",
-    note="eval-mode batch norm (as native_batch_norm)", workspace={"cpu": cpu.batch_norm_no_training},
+    note="eval-mode batch norm (as native_batch_norm)", workspace={"cpu": cpu_norm.batch_norm_no_training},
 )
 register(
     "norm", "aten._batch_norm_with_update",
-    note="training batch norm (as native_batch_norm)", workspace={"cpu": cpu.batch_norm_with_update},
+    note="training batch norm (as native_batch_norm)", workspace={"cpu": cpu_norm.batch_norm_with_update},
 )
 register(
     "norm", "aten.native_batch_norm_backward", "aten.batch_norm_backward",
     note="grad_input/weight/bias; CPU contiguous path allocates grad_input twice",
-    workspace={"cpu": cpu.batch_norm_backward},
+    workspace={"cpu": cpu_norm.batch_norm_backward},
 )
 register(
     "norm", "aten.native_layer_norm",
     note="output + mean/rstd (one per row); CPU: contiguous copy of a strided input",
-    workspace={"cpu": cpu.layer_norm},
+    workspace={"cpu": cpu_norm.layer_norm},
 )
 register(
     "norm", "aten.native_layer_norm_backward",
     note="grad_input/weight/bias; CPU: contiguous copies and a {2, threads, N} partial-sum buffer",
-    workspace={"cpu": cpu.layer_norm_backward},
+    workspace={"cpu": cpu_norm.layer_norm_backward},
 )
 
 # -- softmax --------------------------------------------------------------------------------------
@@ -293,7 +294,7 @@ register(
     "matmul", "aten._grouped_mm",
     note="experts' GEMM: one [S, N] output for the forward (groups are row ranges given by offs), [G, K, N] "
          "for weight gradients; CPU and CUDA fallback loop mm_out over groups into it, no scratch (measured: "
-         "forward +output only, backward +grad_a +grad_w only). On meta, trace/moe.py answers non-bf16 dtypes",
+         "forward +output only, backward +grad_a +grad_w only). On meta, trace/emulate/moe.py answers non-bf16 dtypes",
 )
 register(
     "routing", "aten.topk", "aten.scatter",

@@ -1,7 +1,7 @@
 """Measurement matrices: run ``memgraph measure`` over many configurations, one JSON file each.
 
-    python -m memgraph.measure.matrix cpu-tiny --out reports/groundtruth/cpu
-    python -m memgraph.measure.matrix gpu --device cuda --out reports/groundtruth/h100-80gb
+    python tools/matrix.py cpu-tiny --out reports/groundtruth/cpu
+    python tools/matrix.py gpu --device cuda --out reports/groundtruth/h100-80gb
 
 Each configuration runs in its own process (a fresh CUDA context, so reserved memory and the
 device total are not inherited from the previous one) and writes its raw record with
@@ -96,7 +96,7 @@ def slug(args: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m memgraph.measure.matrix")
+    p = argparse.ArgumentParser(prog="python tools/matrix.py")
     p.add_argument("matrix", choices=sorted(MATRICES))
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--out", required=True, help="folder for one JSON record per configuration")

@@ -12,7 +12,6 @@ already known, so they allocate nothing.
 
 from __future__ import annotations
 
-import gc
 import weakref
 from dataclasses import dataclass, field
 
@@ -20,7 +19,7 @@ import torch
 
 from memgraph.errors import MemgraphError, TraceError
 from memgraph.private_api import TorchDispatchMode, fake_tensor_type
-from memgraph.trace.event_log import ALLOC, FREE, EventLog, OpRecord, Origin, Role
+from memgraph.trace.record.event_log import ALLOC, FREE, EventLog, OpRecord, Origin, Role
 
 _FAKE = fake_tensor_type()
 
@@ -112,26 +111,6 @@ class Recorder(TorchDispatchMode):
         self._refs: dict[int, weakref.ref] = {}
         self._alias_refs: dict[int, weakref.ref] = {}  # id(storage) -> weakref, storages that alias a sid (_alias)
         self._holders: dict[int, int] = {}  # sid -> storages holding it, where more than one (_alias)
-
-    def __enter__(self):
-        """Recording starts; the cyclic garbage collector pauses until it stops.
-
-        Storages are freed by reference counting, which the collector does not change, but each
-        automatic collection walks every object alive (the model, the event log) again: in a trace
-        that makes millions of small objects that is most of the collector's work. A storage kept
-        alive only by a reference cycle is freed when the cycle is collected, at a time no program
-        order decides, with or without the pause: the golden tests and ``memgraph validate`` check
-        that the numbers are the same."""
-        self._gc_was_enabled = gc.isenabled()
-        gc.disable()
-        return super().__enter__()
-
-    def __exit__(self, exc_type, exc_val, exc_tb):
-        try:
-            return super().__exit__(exc_type, exc_val, exc_tb)
-        finally:
-            if self._gc_was_enabled:
-                gc.enable()
 
     def enter(self, iteration: int, phase: str) -> None:
         """Start a phase; events from now on belong to it."""

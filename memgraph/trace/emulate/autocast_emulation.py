@@ -93,7 +93,7 @@ from memgraph.private_api import (
     is_view,
     nll_loss_nd,
 )
-from memgraph.trace.transparent_mode import PASS, TransparentFunctionMode
+from memgraph.trace.record.transparent_mode import PASS, TransparentFunctionMode
 
 AUTOCAST_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 

@@ -88,10 +88,10 @@ class OffloadEmulation:
         if self.target == "cpu":
             return [f"--activation-offload: {self.packed // iterations} saved tensors per iteration copied by "
                     "save_on_cpu's pack; on the cpu target host and device are one allocator, so the copies count "
-                    "and unpack returns them as they are (trace/activation_offload.py)"]
+                    "and unpack returns them as they are (step/activation_offload.py)"]
         return [f"--activation-offload: {self.packed // iterations} saved tensors per iteration held in pinned host "
                 f"memory by save_on_cpu (peak {self.peak_host_bytes:,} B of host RAM, not in the device "
-                "figures); each is copied back to the device when backward reads it (trace/activation_offload.py)"]
+                "figures); each is copied back to the device when backward reads it (step/activation_offload.py)"]
 
 
 def _same_device(packed):

@@ -1,6 +1,6 @@
 """Coverage sweep: every architecture of transformers' auto mappings, tiny, measured and analysed on the CPU.
 
-``python -m memgraph.coverage [--tasks causal-lm,masked-lm,...] [--only PATTERN] [--out reports/coverage.md]``
+``python tools/coverage.py [--tasks causal-lm,masked-lm,...] [--only PATTERN] [--out reports/coverage.md]``
 
 For each task family (one transformers auto mapping each, :data:`TASK_MAPPINGS`) and each architecture in it,
 the sweep builds a tiny config from the config class's defaults (:func:`tiny_config`: hidden size 32, 2 layers,
@@ -32,8 +32,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from memgraph.trace import progress
-from memgraph.watch import time_budget
+ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__" and str(ROOT) not in sys.path:  # `python tools/coverage.py`: this checkout's memgraph
+    sys.path.insert(0, str(ROOT))
+
+from memgraph.trace.record import progress  # noqa: E402
+from memgraph.watch import time_budget  # noqa: E402
 
 TASK_MAPPINGS = {  # task family -> transformers.models.auto.modeling_auto mapping
     "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
@@ -457,7 +461,7 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
     import transformers
 
     lines = ["# Architecture coverage", "",
-             f"`python -m memgraph.coverage` on torch {torch.__version__}, transformers {transformers.__version__}: "
+             f"`python tools/coverage.py` on torch {torch.__version__}, transformers {transformers.__version__}: "
              f"every architecture of transformers' auto mappings, built tiny from its config class's defaults "
              f"(hidden {HIDDEN}, {LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, batch {BATCH}, {SEQ_LEN} tokens, "
              f"{IMAGE_SIZE}-px images (batch {IMAGE_BATCH} for image classification; image-text models: {IMAGE_TEXT_SEQ_LEN} "
@@ -562,7 +566,7 @@ def sweep(tasks: list[str], only: str | None = None, out: Path | None = None, lo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memgraph.coverage", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools/coverage.py", description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default=",".join(TASK_MAPPINGS),
                         help=f"comma-separated task families (default: all of {', '.join(TASK_MAPPINGS)})")
     parser.add_argument("--only", default=None, help="shell patterns on the model type, comma-separated, e.g. 'mixtral' or 'qwen*,longt5'")
@@ -574,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     bad = [t for t in tasks if t not in TASK_MAPPINGS]
     if bad:
-        print(f"memgraph.coverage: error: unknown task {bad[0]!r}; use some of {', '.join(TASK_MAPPINGS)}",
+        print(f"tools/coverage.py: error: unknown task {bad[0]!r}; use some of {', '.join(TASK_MAPPINGS)}",
               file=sys.stderr)
         return 2
     if args.sample:

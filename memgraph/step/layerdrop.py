@@ -74,7 +74,7 @@ def layerdrop_note(dropped: list[tuple[str, float]]) -> list[str]:
         return []
     named = ", ".join(sorted({f"{name.rsplit('.', 1)[-1]} {p:g}" for name, p in dropped}))
     return [f"LayerDrop ({named}): training skips each layer at random; traced with every layer run, the step a "
-            "long run's peak comes from (trace/layerdrop.py)"]
+            "long run's peak comes from (step/layerdrop.py)"]
 
 
 __all__ = ["every_layer_runs", "layerdrop_note"]

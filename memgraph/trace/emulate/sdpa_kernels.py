@@ -72,7 +72,7 @@ from memgraph.private_api import (
     fused_sdp_choice,
     sdp_priority_order,
 )
-from memgraph.trace.transparent_mode import PASS, TransparentFunctionMode
+from memgraph.trace.record.transparent_mode import PASS, TransparentFunctionMode
 
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
 
@@ -180,7 +180,7 @@ class KernelMode(TransparentFunctionMode):
     def __init__(self, target: str, compute_capability: tuple[int, int] | None, stats: KernelStats,
                  device_type: str = "meta", force: str | None = None):
         super().__init__()
-        self.force = force  # "flash": --attn flash_attention_2 (cuda target), see memgraph/trace/run.py
+        self.force = force  # "flash": --attn flash_attention_2 (cuda target), see trace/tracer.py _forward_emulation
         self.target = target
         self.cc = tuple(compute_capability) if compute_capability else None
         self.stats = stats

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from memgraph.facts.ops.cpu_workspace import conv_backend
+from memgraph.facts.ops.cpu_conv_backend import conv_backend
 from memgraph.private_api import disable_current_modes as _disable_current_modes
 from memgraph.private_api import suggest_memory_format
 

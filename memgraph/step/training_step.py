@@ -27,7 +27,7 @@ Mixed precision is written the way the PyTorch AMP recipe writes it: forward and
 ``autocast`` context, backward outside it; with a GradScaler (fp16), ``scaler.scale(loss).backward()``,
 ``scaler.step(optimizer)``, ``scaler.update()``. A real GPU run passes ``torch.autocast("cuda", ...)``
 and ``torch.amp.GradScaler("cuda")``; the meta trace passes the emulations of both
-(:mod:`memgraph.trace.autocast_emulation`, :mod:`memgraph.trace.grad_scaler`), so the two run the same program.
+(:mod:`memgraph.trace.emulate.autocast_emulation`, :mod:`memgraph.step.grad_scaler`), so the two run the same program.
 """
 
 from __future__ import annotations
@@ -53,12 +53,12 @@ def train_iteration(
     micro_steps: int = 1,
     saved_tensors=None,
 ) -> None:
-    """forward, loss, backward (``micro_steps`` times: gradient accumulation, memgraph/trace/grad_accumulation.py),
+    """forward, loss, backward (``micro_steps`` times: gradient accumulation, memgraph/step/grad_accumulation.py),
     optimizer step (if ``optimizer``), then clear the gradients.
 
     ``autocast``: a zero-argument factory of the context forward and loss run in (``None``: none).
     ``saved_tensors``: a zero-argument factory of a saved-tensor hooks context forward and loss run in, inside
-    ``autocast`` (``--activation-offload``: ``save_on_cpu``, memgraph/trace/activation_offload.py).
+    ``autocast`` (``--activation-offload``: ``save_on_cpu``, memgraph/step/activation_offload.py).
     ``scaler``: a ``torch.amp.GradScaler``-like object (``None``: plain backward and step).
     ``loop``: ``"plain"`` keeps the outputs to the end of the iteration (with accumulation: until the next
     micro-step's forward rebinds them), ``"trainer"`` drops them once the loss is taken (see the module docstring).

@@ -24,7 +24,7 @@ from __future__ import annotations
 from functools import partial
 
 from memgraph.model_spec.options import TrainingOptions
-from memgraph.trace.training_step import train_iteration
+from memgraph.step.training_step import train_iteration
 
 
 def iteration_function(opts: TrainingOptions):

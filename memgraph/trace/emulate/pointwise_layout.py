@@ -8,7 +8,7 @@ with size-1 dimensions is contiguous under several stride patterns: the CPU conv
 of the same ops (``torch/_prims_common`` ``compute_elementwise_output_strides``) keep the input's stride order
 instead, so on meta ``gelu(x)`` of that tensor is (256, 1, 256, 256) where the real kernel returns (256, 1, 1, 1).
 The strides decide ``suggest_memory_format`` of what follows: the next convolution's channels-last choice, its
-backend's scratch (:mod:`memgraph.trace.conv_layout`, the probed workspaces of
+backend's scratch (:mod:`memgraph.trace.emulate.conv_layout`, the probed workspaces of
 :mod:`memgraph.facts.ops.cpu_workspace`). Measured on FocalNet's 1x1 last stage: gelu, add, mul, div, where,
 sigmoid, gelu_backward of such a tensor return (256, 1, 1, 1) on the CPU.
 

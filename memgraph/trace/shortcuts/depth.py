@@ -8,7 +8,7 @@ entries in a foreach optimizer op's tensor lists) is copied ``n - b`` more times
 and everything after layer ``m`` is renumbered. The result is the :class:`EventLog` a trace of all ``n``
 layers records (same storages, fields, order, ops and phase marks), provided layer ``m``'s neighbours
 look like layer ``m`` to it. :func:`synthesize` is checked against a real trace at depth ``b + 1``
-before it is trusted (:mod:`memgraph.trace.depth_run`); any difference is a fallback to the full trace.
+before it is trusted (:mod:`memgraph.trace.shortcuts.depth_run`); any difference is a fallback to the full trace.
 
 **Labels.** Each storage, op and event belongs to a layer or to none:
 
@@ -35,12 +35,11 @@ foreach op's tensor lists) gets every copy of each run of layer-``m`` entries.
 
 from __future__ import annotations
 
-import gc
 import re
 from collections import defaultdict
 
 from memgraph.errors import MemgraphError
-from memgraph.trace.event_log import ALLOC, EventLog, OpRecord, Origin, StorageRecord
+from memgraph.trace.record.event_log import ALLOC, EventLog, OpRecord, Origin, StorageRecord
 
 
 class SynthesisError(MemgraphError):
@@ -350,13 +349,7 @@ def synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[i
     over (the trainable parameters). Returns (log, new marks, new sids)."""
     if target < depth:
         raise SynthesisError(f"cannot shrink {depth} layers to {target}")
-    enabled = gc.isenabled()
-    gc.disable()  # millions of small records: the cyclic collector would walk them all again and again
-    try:
-        return _synthesize(log, stack, depth, target, marks, sids)
-    finally:
-        if enabled:
-            gc.enable()
+    return _synthesize(log, stack, depth, target, marks, sids)  # inside trace_training's paused_gc
 
 
 def _synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[int], sids: set[int]):

@@ -3,7 +3,7 @@
 :func:`trace_with_depth_synthesis` wraps a full-trace function. For a model of ``n`` layers with
 ``n > BASE_DEPTH + 1`` whose config changes depth by one field (:mod:`memgraph.model_spec.depth`), it traces
 ``BASE_DEPTH`` and ``BASE_DEPTH + 1`` layers, synthesizes ``BASE_DEPTH + 1`` layers from the shallower trace
-(:func:`memgraph.trace.depth.synthesize`) and compares it with the real one field by field; only when they are
+(:func:`memgraph.trace.shortcuts.depth.synthesize`) and compares it with the real one field by field; only when they are
 equal does it synthesize ``n`` layers. The trace's other fields follow the depth as a trace's do: parameter
 counts by one layer's parameters per layer, numbers in notes (SDPA call counts) checked affine in the depth
 on a third trace (``BASE_DEPTH - 1`` layers), everything else equal at both depths. Anything else, or any
@@ -26,11 +26,12 @@ import re
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from memgraph.model_spec.depth import model_depth, with_depth
-from memgraph.trace.depth import SynthesisError, _Layers, find_stack, synthesize
-from memgraph.trace.event_log import Origin
+from memgraph.trace.shortcuts.depth import SynthesisError, _Layers, find_stack, synthesize
+from memgraph.trace.record.event_log import Origin
+from memgraph.trace.shortcuts.checks import first_difference
 
 BASE_DEPTH = 3  # traced depths 3 and 4 (and 2 for the notes); layer 1 is repeated
 # synthesis only where it traces fewer layers than the model has: at most 2 + 3 + 4 = 9 are traced
@@ -184,33 +185,4 @@ def _shift(layers: _Layers, path: str, shift: int) -> str:
     return layers.pattern.sub(lambda match: f"{layers.stack}.{int(match.group(1)) + shift}", path)
 
 
-def first_difference(a, b) -> str | None:
-    """The first field in which traces ``a`` and ``b`` differ, in words; None when they are equal (the
-    ``seconds`` they took aside)."""
-    for f in fields(a):
-        if f.name in ("seconds", "log"):
-            continue
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if f.name == "modalities":
-            x, y = list(x.items()), list(y.items())
-        if x != y:
-            return f"{f.name} differs"
-    la, lb = a.log, b.log
-    for name in ("storages", "events", "ops", "phase_marks"):
-        xs, ys = getattr(la, name), getattr(lb, name)
-        if len(xs) != len(ys):
-            return f"{len(xs)} {name} instead of {len(ys)}"
-        for i, (x, y) in enumerate(zip(xs, ys)):
-            if x != y:
-                return f"{name}[{i}]: {_fields_differing(x, y)}"
-    return None
-
-
-def _fields_differing(x, y) -> str:
-    if not hasattr(x, "__slots__"):
-        return f"{x} instead of {y}"
-    return ", ".join(f"{f.name} {getattr(x, f.name)!r} instead of {getattr(y, f.name)!r}"
-                     for f in fields(x) if getattr(x, f.name) != getattr(y, f.name))
-
-
-__all__ = ["BASE_DEPTH", "first_difference", "shared_notes_trace", "trace_with_depth_synthesis"]
+__all__ = ["BASE_DEPTH", "shared_notes_trace", "trace_with_depth_synthesis"]

@@ -4,15 +4,15 @@
 corrected outputs, as if the meta kernel had made them):
 
 * ``aten._grouped_mm`` in float32/float16 (mixture-of-experts; the meta kernel accepts bfloat16 only):
-  :mod:`memgraph.trace.moe`;
+  :mod:`memgraph.trace.emulate.moe`;
 * convolution outputs in channels-last where the CPU kernels compute in it (``cpu`` target):
-  :mod:`memgraph.trace.conv_layout`;
+  :mod:`memgraph.trace.emulate.conv_layout`;
 * pointwise outputs of ambiguous ``[N, C, 1, 1]``-like inputs, contiguous as TensorIterator's fast setup makes
-  them (both targets): :mod:`memgraph.trace.pointwise_layout`;
+  them (both targets): :mod:`memgraph.trace.emulate.pointwise_layout`;
 * autograd's in-place gradient accumulation, which a dispatch mode turns off (both targets: the engine is
-  the same): :mod:`memgraph.trace.inplace_grad_sum`;
+  the same): :mod:`memgraph.trace.emulate.inplace_grad_sum`;
 * ``gather``'s backward, which a dispatch mode or meta makes out of place (both targets):
-  :mod:`memgraph.trace.gather_backward`.
+  :mod:`memgraph.trace.emulate.gather_backward`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from __future__ import annotations
 import torch
 
 from memgraph.private_api import TorchDispatchMode
-from memgraph.trace.conv_layout import cpu_conv_layout
-from memgraph.trace.gather_backward import GatherBackwardInPlace
-from memgraph.trace.inplace_grad_sum import accumulate_in_place
-from memgraph.trace.moe import grouped_mm_on_meta
-from memgraph.trace.pointwise_layout import contiguous_fast_setup
+from memgraph.trace.emulate.conv_layout import cpu_conv_layout
+from memgraph.trace.emulate.gather_backward import GatherBackwardInPlace
+from memgraph.trace.emulate.inplace_grad_sum import accumulate_in_place
+from memgraph.trace.emulate.moe import grouped_mm_on_meta
+from memgraph.trace.emulate.pointwise_layout import contiguous_fast_setup
 
 aten = torch.ops.aten
 _CONV = {aten.convolution.default, aten.convolution_backward.default}

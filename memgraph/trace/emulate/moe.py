@@ -18,7 +18,7 @@ dtypes or GPUs (``aten/src/ATen/native/cuda/GroupedBlas.cpp``: ``_grouped_mm_fal
 groups with ``mm_out`` into one output tensor. The output shape never depends on ``offs``'s values (the
 groups are rows of one ``[S, N]`` output; an empty group writes nothing), so no values are needed.
 
-:func:`grouped_mm_on_meta` (called by :class:`~memgraph.trace.meta_kernels.MetaKernelFixes`, a dispatch mode
+:func:`grouped_mm_on_meta` (called by :class:`~memgraph.trace.emulate.meta_kernels.MetaKernelFixes`, a dispatch mode
 below the recorder): for a non-bfloat16 ``_grouped_mm`` on meta it returns the output the meta kernel would have made for bfloat16 (same shape rules,
 ``_create_grouped_mm_output_tensor`` without the CUDA-only row padding, which the CPU build of torch does
 not apply either), in the input's dtype. Backward (``derivatives.yaml``: ``_grouped_mm`` again on the

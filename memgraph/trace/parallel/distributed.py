@@ -22,7 +22,7 @@ data) and wraps the model the way a user does, so the trace holds what rank 0 al
   their storages, which the recorder is told of (:meth:`DistributedRecorder.storage_freed`).
 
 ``zero2``/``zero3`` are ``fsdp`` with ``reshard_after_forward`` False/True (:data:`ZERO_MAPPING`); ``zero1`` is DDP
-with ``ZeroRedundancyOptimizer``; ``tp`` is memgraph/trace/tensor_parallel.py.
+with ``ZeroRedundancyOptimizer``; ``tp`` is memgraph/trace/parallel/tensor_parallel.py.
 
 Ranks run the same program; with even data they differ only in what they store: FSDP2's and DTensor's
 shards where a dimension does not divide by the ranks, ZeRO-1's partitions. :meth:`DistributedRun.layout`
@@ -43,8 +43,8 @@ from memgraph.facts.nccl import nccl_buffers
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.options import FSDP_STRATEGIES, TP_STRATEGIES, TrainingOptions
 from memgraph.private_api import clear_dtensor_sharding_cache, distributed_on_meta, fake_store
-from memgraph.trace.event_log import Origin, Role
-from memgraph.trace.recorder import Recorder
+from memgraph.trace.record.event_log import Origin, Role
+from memgraph.trace.record.recorder import Recorder
 from memgraph.units import human_bytes
 
 DDP_BUCKET_MODULE = "DDP gradient bucket"  # the module path DDP's buckets are attributed to
@@ -188,7 +188,7 @@ class DistributedRun:
         if self.strategy in FSDP_STRATEGIES:
             return self._fsdp(model, self.mesh())
         if self.strategy in TP_STRATEGIES:
-            from memgraph.trace.tensor_parallel import parallelize
+            from memgraph.trace.parallel.tensor_parallel import parallelize
 
             mesh = self.mesh()
             tp_mesh = mesh["tp"] if self.strategy == "fsdp+tp" else mesh
