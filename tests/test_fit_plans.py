@@ -100,6 +100,19 @@ def test_fewest_changes_first_then_the_cheapest_kind():
     assert not any("chunked cross-entropy" in label for label in table.analysed)
 
 
+def test_changes_that_do_not_go_together_are_not_a_plan():
+    table = _Table()
+    table.SAVES = {"fsdp_mixed_precision": 40, "precision": 40, "gradient_checkpointing": 30}
+    fsdp = TrainingOptions(seq_len=128, nproc=2, strategy="fsdp", precision="bf16-mixed")
+    yours = replace(_outcome("your settings", YOURS, ()), options=fsdp)
+    singles = [_single(n, table) for n in ("FSDP mixed precision", "gradient checkpointing", "pure bf16 training")]
+    plans = find_plans(table, yours, singles, QUIET)
+    # FSDP mixed precision + pure bf16 would be 20 GiB, but FSDP2's MixedPrecisionPolicy replaces autocast and
+    # pure bf16 has none (options.py refuses the pair); 100 - 40 - 30 = 30 GiB pairs do not fit; the three
+    # together hold the refused pair: no plan
+    assert plans == [] and "FSDP mixed precision + pure bf16 training" not in table.analysed
+
+
 def test_tiers_order_the_candidates():
     tiers = [c.tier for c in CANDIDATES]
     assert tiers == sorted(tiers)  # the list is cheapest first, so its order ranks changes within a tier

@@ -84,7 +84,7 @@ def _sets_to_analyse(yours: Outcome, usable: list[Outcome], size: int, plans: li
     found = [set(p.labels) for p in plans]
     sets = []
     for s in itertools.combinations(usable, size):
-        if _conflict(s) or any(f <= {p.label for p in s} for f in found):
+        if _conflict(s) or any(f <= {p.label for p in s} for f in found) or not _valid(yours, s):
             continue
         estimate = yours.device_total - sum(yours.device_total - p.device_total for p in s)
         if estimate <= yours.capacity * ESTIMATE_SLACK:
@@ -93,6 +93,15 @@ def _sets_to_analyse(yours: Outcome, usable: list[Outcome], size: int, plans: li
     sets.sort(key=lambda t: (t[1] > yours.capacity, t[0], t[1]))
     limit = len(sets) if size == 1 else ANALYSES_PER_SIZE  # single changes are analysed already
     return [s for _, _, s in sets[:limit]]
+
+
+def _valid(yours: Outcome, parts: tuple[Outcome, ...]) -> bool:
+    """Whether the changes go together at all (FSDP mixed precision and pure bf16 do not: options.py says why)."""
+    try:
+        _options(yours, parts)
+    except MemgraphError:
+        return False
+    return True
 
 
 def _options(yours: Outcome, parts: tuple[Outcome, ...]):
