@@ -29,7 +29,7 @@ from memgraph.trace.autocast_emulation import (
 )
 from memgraph.trace.cuda_library_workspaces import CudaRuntime
 from memgraph.trace.depth_run import trace_with_depth_synthesis
-from memgraph.trace.distributed import DistributedRun
+from memgraph.trace.distributed import distributed_run
 from memgraph.trace import progress
 from memgraph.trace.event_log import EventLog, Origin, Role
 from memgraph.trace.fused_optimizers import fused_on_meta
@@ -91,11 +91,11 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Tra
 
 
 def _trace_all_layers(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
-    with DistributedRun(opts, rank=rank) as run:  # --strategy: the fake process group of `rank`, set up and torn down
+    with distributed_run(opts, rank=rank) as run:  # --strategy: the fake process group of `rank`, set up and torn down
         return _trace_training(spec, opts, run)
 
 
-def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun) -> Trace:
+def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
     start = time.perf_counter()
     device = "meta"
     progress.stage("building the model")
@@ -145,7 +145,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     forward_context, kernel_stats, autocast_stats = _forward_emulation(opts, device)
     if autocast_stats is not None:  # the weight-cast cache is its own category (analysis/categorize.py)
         autocast_stats.on_cache = lambda t: rec.mark_role(t, Role.AUTOCAST_CACHE, modules.current)
-    scaler = make_scaler(opts.precision, device)
+    scaler = None if opts.deepspeed else make_scaler(opts.precision, device)  # DeepSpeed scales its own loss
 
     kv_cache = _KVCacheWatch(rec)
     offload = OffloadEmulation(opts.target, rec.mark_saved) if opts.activation_offload else None
@@ -160,7 +160,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
             with _model_refusals(spec.name):
                 iteration_function(opts)(runner, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
                                 autocast=forward_context, loop=opts.loop,
-                                scaler=scaler, zero_grad=opts.zero_grad,
+                                scaler=run.engine_loop if opts.deepspeed else scaler, zero_grad=opts.zero_grad,
                                 saved_tensors=offload and offload.context)
             mark_gradients()  # --zero-grad zero / none: the gradients stay allocated
             _mark_optimizer_state(rec, run.local_optimizer(optimizer), owners)
@@ -216,7 +216,7 @@ def _forward_emulation(opts: TrainingOptions, device: str):
     force = "flash" if opts.attn_implementation == "flash_attention_2" else None
     factories = [kernel_factory(opts.target, cc, kernel_stats, device, force=force)]
     autocast_stats = None
-    if opts.precision in AUTOCAST_DTYPE and not opts.fsdp_mixed_precision:  # FSDP2's policy casts instead
+    if opts.precision in AUTOCAST_DTYPE and not (opts.fsdp_mixed_precision or opts.deepspeed):  # they cast instead
         autocast_stats = AutocastStats(AUTOCAST_DTYPE[opts.precision])
         factories.append(autocast_factory(autocast_stats, device))
     return (lambda: emulation_region(*factories)), kernel_stats, autocast_stats
