@@ -1062,9 +1062,13 @@ def wrap_checkpoint_functions(model: torch.nn.Module, wrap: Callable[[Callable],
 #     ``torch.autocast``: given the target's name instead of 'meta';
 #   * ZeRO-3 replaces ``torch.nn.functional.linear`` (partition_parameters.py) and deepspeed.comm keeps its
 #     backend (``deepspeed.comm.comm.cdb``) for the process: both restored when the run ends.
+#   * deepspeed/runtime/zero/stage_1_and_2.py keeps shape records as meta tensors of its own
+#     (``torch.zeros_like(param.data, device="meta")``, ``round_robin_bit16_meta``): no memory in a real run, so
+#     made outside the recorder (its ``torch`` seen through :class:`_TorchWithOwnMetaTensors`);
 #   ``.item()`` in the overflow and norm checks (stage_1_and_2.py ``has_overflow``, runtime/utils.py) is answered
 #   by memgraph/ds_engine/scalars.py, not here.
 # --------------------------------------------------------------------------------------------
+_DS_STAGE_1_AND_2 = "deepspeed.runtime.zero.stage_1_and_2"
 _DS_ASSERT_MODULES = ("deepspeed.runtime.zero.stage3", "deepspeed.runtime.zero.partition_parameters",
                       "deepspeed.runtime.zero.partitioned_param_coordinator")
 
@@ -1073,7 +1077,8 @@ def _ds_modules():
     import importlib
 
     return {name: importlib.import_module(name) for name in (
-        "deepspeed.runtime.zero.utils", "deepspeed.runtime.zero.linear", "deepspeed.comm.comm", *_DS_ASSERT_MODULES)}
+        "deepspeed.runtime.zero.utils", "deepspeed.runtime.zero.linear", "deepspeed.comm.comm", _DS_STAGE_1_AND_2,
+        *_DS_ASSERT_MODULES)}
 
 
 @_guard("deepspeed_on_meta", "deepspeed", "deepspeed 0.19.8, deepspeed/runtime/zero/utils.py, linear.py, stage3.py")
@@ -1092,9 +1097,26 @@ def _check_deepspeed_on_meta():
     linear = modules["deepspeed.runtime.zero.linear"]
     if "get_accelerator().device_name()" not in inspect.getsource(linear.LinearFunctionForZeroStage3):
         return "LinearFunctionForZeroStage3 no longer asks get_accelerator().device_name()"
+    if 'torch.zeros_like(param.data, device="meta")' not in inspect.getsource(modules[_DS_STAGE_1_AND_2]):
+        return "stage_1_and_2.py no longer records shapes with torch.zeros_like(param.data, device='meta')"
     if not hasattr(modules["deepspeed.comm.comm"], "cdb"):
         return "deepspeed.comm.comm.cdb is missing"
     return _missing(get_accelerator(), "device_name", "current_device_name")
+
+
+class _TorchWithOwnMetaTensors:
+    """``torch`` as stage_1_and_2.py sees it during the run: ``zeros_like(..., device="meta")`` (DeepSpeed's own shape
+    records) made with memgraph's dispatch modes off, so the trace does not count them."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def zeros_like(t, *args, **kwargs):
+        if kwargs.get("device") == "meta":
+            with disable_current_modes():
+                return torch.zeros_like(t, *args, **kwargs)
+        return torch.zeros_like(t, *args, **kwargs)
 
 
 def _defragment_on_meta(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -1147,6 +1169,7 @@ def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str):
             patch(mock.patch.object(modules[name], "assert_ints_same_as_other_ranks", lambda ints: None))
         patch(mock.patch.object(modules["deepspeed.runtime.zero.linear"], "get_accelerator",
                                 lambda: _NamedDevice(autocast_device)))
+        patch(mock.patch.object(modules[_DS_STAGE_1_AND_2], "torch", _TorchWithOwnMetaTensors()))
         patch(mock.patch.object(modules["deepspeed.comm.comm"], "cdb", None))
         patch(mock.patch.object(functional, "linear", functional.linear))  # ZeRO-3 replaces it
         yield

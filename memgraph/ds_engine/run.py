@@ -115,6 +115,9 @@ class _EngineModule:
     def __call__(self, *args, **kwargs):
         return self.run.engine(*args, **kwargs)
 
+    def __getattr__(self, name):  # the wrapped model's modules (LayerDrop off: trace/layerdrop.py)
+        return getattr(self.run._model, name)
+
 
 class _EngineOptimizer:
     """What the loop holds as the optimizer: the engine steps and clears the gradients itself (``engine.step``
