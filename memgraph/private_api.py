@@ -1065,6 +1065,8 @@ def wrap_checkpoint_functions(model: torch.nn.Module, wrap: Callable[[Callable],
 #   * deepspeed/runtime/zero/stage_1_and_2.py keeps shape records as meta tensors of its own
 #     (``torch.zeros_like(param.data, device="meta")``, ``round_robin_bit16_meta``): no memory in a real run, so
 #     made outside the recorder (its ``torch`` seen through :class:`_TorchWithOwnMetaTensors`);
+#   * deepspeed/utils/groups.py keeps the process groups it made (``_WORLD_GROUP``, ``_DATA_PARALLEL_GROUP``, ...) in
+#     module globals for the process: each run starts from fresh ones (None / {}), restored at its end;
 #   ``.item()`` in the overflow and norm checks (stage_1_and_2.py ``has_overflow``, runtime/utils.py) is answered
 #   by memgraph/ds_engine/scalars.py, not here.
 # --------------------------------------------------------------------------------------------
@@ -1077,7 +1079,7 @@ def _ds_modules():
     import importlib
 
     return {name: importlib.import_module(name) for name in (
-        "deepspeed.runtime.zero.utils", "deepspeed.runtime.zero.linear", "deepspeed.comm.comm", _DS_STAGE_1_AND_2,
+        "deepspeed.runtime.zero.utils", "deepspeed.runtime.zero.linear", "deepspeed.comm.comm", "deepspeed.utils.groups", _DS_STAGE_1_AND_2,
         *_DS_ASSERT_MODULES)}
 
 
@@ -1171,6 +1173,11 @@ def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str):
                                 lambda: _NamedDevice(autocast_device)))
         patch(mock.patch.object(modules[_DS_STAGE_1_AND_2], "torch", _TorchWithOwnMetaTensors()))
         patch(mock.patch.object(modules["deepspeed.comm.comm"], "cdb", None))
+        groups = modules["deepspeed.utils.groups"]
+        for name, value in list(vars(groups).items()):  # the process groups of an earlier run (another world)
+            if (name.startswith("_") and name.isupper() or name in ("mpu", "mesh_device")) and (
+                    value is None or isinstance(value, dict)):
+                patch(mock.patch.object(groups, name, None if value is None else {}))
         patch(mock.patch.object(functional, "linear", functional.linear))  # ZeRO-3 replaces it
         yield
 

@@ -23,7 +23,9 @@ value (``.item()``), answered 0 by :class:`ScalarsOnMeta` (no overflow: every st
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import warnings
 from unittest import mock
 
 import torch
@@ -151,8 +153,12 @@ class DeepSpeedRun:
         return DistributedRecorder
 
     def __enter__(self) -> DeepSpeedRun:
-        import_deepspeed()
         stack = contextlib.ExitStack()
+        # DeepSpeed prints to stdout ("... deepspeed_shm_comm_op built successfully"), which would corrupt --json
+        stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+        stack.enter_context(warnings.catch_warnings())
+        warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed.c10d_logger")
+        import_deepspeed()
         if not self.real:
             if dist.is_initialized():
                 raise MemgraphError("--deepspeed needs its own (fake) process group, but torch.distributed is already "

@@ -173,8 +173,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
     params = list(model.parameters())
     return Trace(
         log=rec.log, iteration_bounds=bounds,
-        parameter_count=sum(p.numel() for p in params),
-        trainable_parameter_count=sum(p.numel() for p in params if p.requires_grad),
+        parameter_count=sum(_numel(p) for p in params),
+        trainable_parameter_count=sum(_numel(p) for p in params if p.requires_grad),
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
@@ -184,6 +184,11 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
         unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
         assumptions=resolved.assumptions,
     )
+
+
+def _numel(p: torch.nn.Parameter) -> int:
+    """A parameter's element count; DeepSpeed ZeRO-3 leaves an empty tensor and the count in ``ds_numel``."""
+    return getattr(p, "ds_numel", None) or p.numel()
 
 
 def _host_type(target: str) -> str | None:
