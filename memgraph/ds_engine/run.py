@@ -197,6 +197,10 @@ class DeepSpeedRun:
             raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: an \"optimizer\" section (DeepSpeed's own "
                                 "FusedAdam/CPUAdam) is not modelled yet: remove it; memgraph's --optimizer is then "
                                 "passed to deepspeed.initialize as the Trainer passes its own")
+        for key in ("offload_optimizer", "offload_param"):
+            if str((self.config.zero.get(key) or {}).get("device", "none")).lower() != "none":
+                raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: zero_optimization.{key} to the CPU is not "
+                                    "modelled yet (DeepSpeedCPUAdam on host partitions): set its device to none")
         return _EngineModule(self)
 
     def shard_optimizer(self, optimizer: torch.optim.Optimizer):
