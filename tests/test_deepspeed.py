@@ -167,3 +167,13 @@ def test_zero3_prediction_matches_deepspeed_on_gloo():
         for rank in record["ranks"]:
             real = rank["iterations"][index]["peak_allocated_step_thread"]
             assert abs(real - group[key]) <= TOLERANCE * real, (index + 1, group[key], rank)
+
+
+def test_a_missing_deepspeed_is_one_line(monkeypatch):
+    import sys
+
+    from memgraph.ds_engine.run import import_deepspeed
+
+    monkeypatch.setitem(sys.modules, "deepspeed", None)  # import deepspeed raises ImportError
+    with pytest.raises(MemgraphError, match=r"pip install 'memgraph\[deepspeed\]'"):
+        import_deepspeed()
