@@ -135,8 +135,10 @@ class _EngineOptimizer:
 class DeepSpeedRun:
     """One rank's DeepSpeed run: the fake process group (a trace) or the real one (``real=True``, measure)."""
 
-    def __init__(self, opts: TrainingOptions, rank: int = 0, real: bool = False):
+    def __init__(self, opts: TrainingOptions, recorder_type, rank: int = 0, real: bool = False):
+        """``recorder_type``: the recorder class of a distributed trace (trace/distributed.py DistributedRecorder)."""
         self.opts, self.rank, self.real = opts, rank, real
+        self.recorder_type = recorder_type
         self.nproc = opts.nproc
         self.recorder = None
         self.engine_loop = EngineLoop(self)
@@ -145,12 +147,6 @@ class DeepSpeedRun:
         self._client: torch.optim.Optimizer | None = None
         self._engine = None
         self._stack: contextlib.ExitStack | None = None
-
-    @property
-    def recorder_type(self):
-        from memgraph.trace.distributed import DistributedRecorder
-
-        return DistributedRecorder
 
     def __enter__(self) -> DeepSpeedRun:
         stack = contextlib.ExitStack()

@@ -373,7 +373,7 @@ def distributed_run(opts: TrainingOptions, rank: int = 0, real: bool = False):
     if opts.deepspeed is not None:
         from memgraph.ds_engine.run import DeepSpeedRun
 
-        return DeepSpeedRun(opts, rank=rank, real=real)
+        return DeepSpeedRun(opts, DistributedRecorder, rank=rank, real=real)
     return DistributedRun(opts, comm_hook=not real, rank=rank)
 
 
