@@ -130,8 +130,15 @@ def test_deepspeed_and_strategy_exclude_each_other():
 # Ground truth: the per-rank cpu prediction within 2% of DeepSpeed run for real by N gloo processes
 # (DS_ACCELERATOR=cpu), compared with each rank's step-thread peak (gloo's worker threads' staging buffers left out,
 # as tests/test_distributed_gloo.py explains). Measured 2026-11-26 (torch 2.13.0, transformers 5.23, deepspeed 0.19.8,
-# -s 32 -b 2, bf16): tiny-llama ZeRO-2 on 2 ranks predicted 2,021,584 / 2,734,936 B (first iteration / steady
-# state), measured 2,021,596 / 2,734,936 B on both ranks. Unlike FSDP's runs the measured runs keep DeepSpeed's
+# -s 32 -b 2, bf16), predicted vs measured (first iteration / steady state):
+#   tiny-llama ZeRO-2, 1 rank: 3,637,968 / 4,446,164 B vs 3,637,980 / 4,446,164 B
+#   tiny-llama ZeRO-2, 2 ranks: 2,021,584 / 2,734,936 B vs 2,021,596 / 2,734,936 B on both ranks
+#   tiny-llama ZeRO-2, 4 ranks: 1,724,688 / 2,128,792 B vs the same on all four ranks
+#   tiny-gpt2 ZeRO-2, 2 ranks: 2,255,632 / 2,977,560 B vs 2,254,400 / 2,976,328 B on both ranks (1,232 B above)
+#   tiny-llama ZeRO-1, 2 ranks: 2,021,584 / 2,734,936 B vs rank 0 2,021,596 / 2,734,936 B, rank 1 33,024 B more
+#     (1.6%; rank 1's own trace, its partition starting 32 elements into layer 1's q_proj, gives rank 0's figures:
+#     not explained yet)
+# Unlike FSDP's runs the measured runs keep DeepSpeed's
 # engine referenced after the profile (unreported_free_bytes counts it), so that figure does not widen the band.
 TOLERANCE = 0.02
 
@@ -155,9 +162,10 @@ def test_per_rank_prediction_matches_deepspeed_on_gloo(model, config, nproc):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="ZeRO-3 on gloo: measured 2026-11-26 rank 0 2,350,497 / 3,339,933 B and rank 1 "
-                   "2,222,369 / 3,211,805 B against 2,061,601 / 3,179,037 B predicted (7-12% low in the first "
-                   "iteration); the ranks differ by 128,128 B, which the single-layout prediction does not model")
+@pytest.mark.xfail(strict=True, reason="ZeRO-3: measured 2026-11-26 on 2 ranks rank 0 2,350,497 / 3,339,933 B and rank 1 "
+                   "2,222,369 / 3,211,805 B against 2,061,601 / 3,179,037 B predicted; on 1 rank 4,342,445 / "
+                   "4,746,537 B against 4,082,081 / 4,486,185 B (260,364 B low, no gloo involved): a ZeRO-3 "
+                   "allocation the meta run misses, not found yet")
 def test_zero3_prediction_matches_deepspeed_on_gloo():
     opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", nproc=2, deepspeed=f"{CONFIGS}/zero3.json",
                            precision="bf16-mixed")
