@@ -420,7 +420,7 @@ class TrainingOptions:
         "gradients reduced in float32")
     deepspeed: str | None = option(
         None, "--deepspeed",
-        "a DeepSpeed config (ds_config.json, ZeRO stage 0-3, offload to CPU): the model wrapped by DeepSpeed's own "
+        "a DeepSpeed config (ds_config.json, ZeRO stage 0-3; offload is refused, not modelled yet): the model wrapped by DeepSpeed's own "
         "engine (`deepspeed.initialize`) on each of `--nproc` ranks, Hugging Face `\"auto\"` values resolved as the "
         "Trainer does (memgraph/ds_engine; needs `pip install memgraph[deepspeed]`)",
         metavar="ds_config.json", default_text="none")
