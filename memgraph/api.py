@@ -55,7 +55,7 @@ def analyze_spec(spec, opts: TrainingOptions) -> tuple[Result, Trace]:
     with paused_gc():  # tracing and analysis: millions of small records that live to the end (collector.py)
         trace = trace_training(spec, opts)
         result = result_of_trace(spec.name, opts, trace, input_warnings(spec, opts))
-        if opts.strategy is not None:
+        if opts.strategy is not None or opts.deepspeed is not None:
             add_rank_figures(result, spec, opts)
     return result, trace
 

@@ -43,6 +43,9 @@ from memgraph.errors import MemgraphError
 # checks they agree). How they were established: see the comment in pyproject.toml.
 TORCH_RANGE = ">=2.12,<2.14"
 TRANSFORMERS_RANGE = ">=5.6,<5.24"
+# DeepSpeed (optional, ``pip install memgraph[deepspeed]``; memgraph/ds_engine): the version its touch points were
+# read from, the same as pyproject.toml's deepspeed extra
+DEEPSPEED_RANGE = ">=0.19.8,<0.20"
 
 
 class PrivateApiError(MemgraphError):
@@ -59,6 +62,10 @@ _PASSED: set[str] = set()  # guards that passed in this process (require() runs 
 def _installed(library: str) -> str:
     if library == "torch":
         return torch.__version__
+    if library == "deepspeed":
+        import deepspeed
+
+        return deepspeed.__version__
     import transformers
 
     return transformers.__version__
@@ -70,7 +77,7 @@ def _guard(name: str, library: str, read_from: str):
     ``check()`` returns None when the touch point still holds, else a short text saying what
     changed; an exception it raises (AttributeError, ImportError, ...) counts as the change.
     """
-    supported = TORCH_RANGE if library == "torch" else TRANSFORMERS_RANGE
+    supported = {"torch": TORCH_RANGE, "deepspeed": DEEPSPEED_RANGE}.get(library, TRANSFORMERS_RANGE)
 
     def register(check: Callable[[], str | None]) -> Callable[[], None]:
         def run() -> None:
@@ -1077,12 +1084,150 @@ def wrap_checkpoint_functions(model: torch.nn.Module, wrap: Callable[[Callable],
     return count
 
 
+# --------------------------------------------------------------------------------------------
+# deepspeed_on_meta
+#   for: ``--deepspeed ds_config.json`` (memgraph/ds_engine): DeepSpeed's own engine (``deepspeed.initialize``)
+#   run on meta tensors over the fake process group. Read from DeepSpeed 0.19.8 with its CPU accelerator
+#   (``DS_ACCELERATOR=cpu``), the paths of a real CPU run; six places assume real data or a real device:
+#   * deepspeed/accelerator/cpu_accelerator.py ``device_name``/``current_device_name`` ('cpu'): where the engine
+#     moves the module and allocates its buffers; made 'meta' for the run;
+#   * deepspeed/runtime/engine.py ``_do_args_sanity_check`` asserts ``LOCAL_RANK`` in the environment (set by
+#     DeepSpeed's and torch's launchers): set to the traced rank for the run;
+#   * deepspeed/runtime/zero/utils.py ``defragment`` (ZeRO-3's parameter partitions moved into one flat buffer
+#     through a host staging buffer, ``device="cpu"``): replaced by the same allocations on meta (on the CPU
+#     accelerator the staging buffer is the device buffer: ``cpu_buffer.to('cpu')`` returns it);
+#   * ``assert_ints_same_as_other_ranks`` (zero/utils.py, imported by stage3.py, partition_parameters.py and
+#     partitioned_param_coordinator.py) copies a meta tensor to the host to compare ranks: a check, skipped;
+#   * deepspeed/runtime/zero/linear.py passes the accelerator's device name to ``torch.get_autocast_dtype`` and
+#     ``torch.autocast``: given the target's name instead of 'meta';
+#   * ZeRO-3 replaces ``torch.nn.functional.linear`` (partition_parameters.py) and deepspeed.comm keeps its
+#     backend (``deepspeed.comm.comm.cdb``) for the process: both restored when the run ends.
+#   * deepspeed/runtime/zero/stage_1_and_2.py keeps shape records as meta tensors of its own
+#     (``torch.zeros_like(param.data, device="meta")``, ``round_robin_bit16_meta``): no memory in a real run, so
+#     made outside the recorder (its ``torch`` seen through :class:`_TorchWithOwnMetaTensors`);
+#   * deepspeed/utils/groups.py keeps the process groups it made (``_WORLD_GROUP``, ``_DATA_PARALLEL_GROUP``, ...) in
+#     module globals for the process: each run starts from fresh ones (None / {}), restored at its end;
+#   ``.item()`` in the overflow and norm checks (stage_1_and_2.py ``has_overflow``, runtime/utils.py) is answered
+#   by memgraph/ds_engine/scalars.py, not here.
+# --------------------------------------------------------------------------------------------
+_DS_STAGE_1_AND_2 = "deepspeed.runtime.zero.stage_1_and_2"
+_DS_ASSERT_MODULES = ("deepspeed.runtime.zero.stage3", "deepspeed.runtime.zero.partition_parameters",
+                      "deepspeed.runtime.zero.partitioned_param_coordinator")
+
+
+def _ds_modules():
+    import importlib
+
+    return {name: importlib.import_module(name) for name in (
+        "deepspeed.runtime.zero.utils", "deepspeed.runtime.zero.linear", "deepspeed.comm.comm", "deepspeed.utils.groups", _DS_STAGE_1_AND_2,
+        *_DS_ASSERT_MODULES)}
+
+
+@_guard("deepspeed_on_meta", "deepspeed", "deepspeed 0.19.8, deepspeed/runtime/zero/utils.py, linear.py, stage3.py")
+def _check_deepspeed_on_meta():
+    from deepspeed.accelerator import get_accelerator
+
+    modules = _ds_modules()
+    for name in _DS_ASSERT_MODULES:
+        if not hasattr(modules[name], "assert_ints_same_as_other_ranks"):
+            return f"{name}.assert_ints_same_as_other_ranks is missing"
+    if not hasattr(modules["deepspeed.runtime.zero.stage3"], "defragment"):
+        return "deepspeed.runtime.zero.stage3.defragment is missing"
+    source = inspect.getsource(modules["deepspeed.runtime.zero.utils"].defragment)
+    if 'device="cpu"' not in source or "cpu_buffer.to(orig_device)" not in source:
+        return "deepspeed.runtime.zero.utils.defragment no longer stages through a 'cpu' buffer"
+    linear = modules["deepspeed.runtime.zero.linear"]
+    if "get_accelerator().device_name()" not in inspect.getsource(linear.LinearFunctionForZeroStage3):
+        return "LinearFunctionForZeroStage3 no longer asks get_accelerator().device_name()"
+    if 'torch.zeros_like(param.data, device="meta")' not in inspect.getsource(modules[_DS_STAGE_1_AND_2]):
+        return "stage_1_and_2.py no longer records shapes with torch.zeros_like(param.data, device='meta')"
+    if not hasattr(modules["deepspeed.comm.comm"], "cdb"):
+        return "deepspeed.comm.comm.cdb is missing"
+    return _missing(get_accelerator(), "device_name", "current_device_name")
+
+
+class _TorchWithOwnMetaTensors:
+    """``torch`` as stage_1_and_2.py sees it during the run: ``zeros_like(..., device="meta")`` (DeepSpeed's own shape
+    records) made with memgraph's dispatch modes off, so the trace does not count them."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def zeros_like(t, *args, **kwargs):
+        if kwargs.get("device") == "meta":
+            with disable_current_modes():
+                return torch.zeros_like(t, *args, **kwargs)
+        return torch.zeros_like(t, *args, **kwargs)
+
+
+def _defragment_on_meta(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """DeepSpeed 0.19.8 ``defragment`` with the staging buffer on the partitions' device (meta): the flat buffer is
+    allocated, each partition copied in and freed, then each made a view of the buffer (on the CPU accelerator the
+    staging buffer is the result; see the section comment)."""
+    sizes = [t.numel() for t in tensors]
+    buffer = torch.empty(sum(sizes), dtype=tensors[0].dtype, device=tensors[0].device)
+    offset = 0
+    for t, n in zip(tensors, sizes):
+        buffer.narrow(0, offset, n).copy_(t)
+        t.data = torch.empty(0, dtype=t.dtype, device=t.device)
+        offset += n
+    offset = 0
+    for t, n in zip(tensors, sizes):
+        t.data = buffer.narrow(0, offset, n)
+        offset += n
+    return buffer
+
+
+class _NamedDevice:
+    """What zero/linear.py asks of the accelerator: its device name (for autocast)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def device_name(self, device_index=None) -> str:
+        return self.name
+
+
+@contextlib.contextmanager
+def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str):
+    """While open, ``deepspeed.initialize`` and the engine's steps run on meta tensors as rank ``rank`` of the
+    (already initialised, fake) process group (see the section comment)."""
+    import os
+
+    require("deepspeed_on_meta")
+    from deepspeed.accelerator import get_accelerator
+
+    modules = _ds_modules()
+    accelerator = get_accelerator()
+    functional = torch.nn.functional
+    with contextlib.ExitStack() as stack:
+        patch = stack.enter_context
+        patch(mock.patch.dict(os.environ, LOCAL_RANK=str(rank), RANK=str(rank), WORLD_SIZE=str(world_size)))
+        patch(mock.patch.object(accelerator, "device_name", lambda device_index=None: "meta"))
+        patch(mock.patch.object(accelerator, "current_device_name", lambda: "meta"))
+        patch(mock.patch.object(modules["deepspeed.runtime.zero.stage3"], "defragment", _defragment_on_meta))
+        for name in _DS_ASSERT_MODULES:
+            patch(mock.patch.object(modules[name], "assert_ints_same_as_other_ranks", lambda ints: None))
+        patch(mock.patch.object(modules["deepspeed.runtime.zero.linear"], "get_accelerator",
+                                lambda: _NamedDevice(autocast_device)))
+        patch(mock.patch.object(modules[_DS_STAGE_1_AND_2], "torch", _TorchWithOwnMetaTensors()))
+        patch(mock.patch.object(modules["deepspeed.comm.comm"], "cdb", None))
+        groups = modules["deepspeed.utils.groups"]
+        for name, value in list(vars(groups).items()):  # the process groups of an earlier run (another world)
+            if (name.startswith("_") and name.isupper() or name in ("mpu", "mesh_device")) and (
+                    value is None or isinstance(value, dict)):
+                patch(mock.patch.object(groups, name, None if value is None else {}))
+        patch(mock.patch.object(functional, "linear", functional.linear))  # ZeRO-3 replaces it
+        yield
+
+
 __all__ = [
     "ASSUMED_SCHEMAS", "BINDING_NAMESPACES", "DROPOUT_BINDING", "DisableTorchFunction", "GUARDS",
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
     "PrivateApiError", "SDPA_BINDING", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
     "TorchDispatchMode", "WeakIdKeyDictionary", "body_without_torch_function_checks",
-    "current_graph_task_id", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
+    "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",

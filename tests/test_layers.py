@@ -22,7 +22,7 @@ LAYERS = [
     {"facts"},  # what PyTorch, CUDA and the GPUs do, as data
     {"model_spec"},  # what to build and how to train it
     {"step"},  # the training step built and run: shared by the trace, the real run and each rank
-    {"trace"},  # the step on meta -> the storage event log
+    {"trace", "ds_engine"},  # the step on meta -> the storage event log (ds_engine: DeepSpeed's engine in it)
     {"analysis"},  # passes over the log -> Result
     {"allocator"},  # the caching allocator replayed over the log
     {"render"},  # Result -> table, markdown, JSON, HTML

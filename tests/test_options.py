@@ -38,7 +38,7 @@ HELP_DEFAULTS = {
     "--module-loading": "lazy",
     "--nproc": "1", "--strategy": "none (one GPU)", "--tp-size": "required with fsdp+tp", "--sequence-parallel": "off",
     "--nnodes": "1", "--no-reshard-after-forward": "off",
-    "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off",
+    "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off", "--deepspeed": "none",
     "--activation-offload": "off", "--checkpoint-impl": "non-reentrant", "--checkpoint-every": "1",
     "--depth-synthesis": "auto",
 }
@@ -113,7 +113,7 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "gpu_memory": None, "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager",  # 1.5 GiB = 3 * 512 MiB
 
             "nproc": 8, "strategy": "ddp", "tp_size": None, "sequence_parallel": False, "nnodes": 1,
-            "no_reshard_after_forward": False, "fsdp_mixed_precision": False,
+            "no_reshard_after_forward": False, "fsdp_mixed_precision": False, "deepspeed": None,
             "gradient_as_bucket_view": True,
             "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
             "depth_synthesis": "off"}

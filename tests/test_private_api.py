@@ -97,6 +97,7 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
         else ("transformers.modeling_layers.GradientCheckpointingLayer", "__init_subclass__",
               classmethod(lambda cls, **kwargs: None), "_gradient_checkpointing_func")),
     "fake_distributed": ("torch.distributed.fsdp._fully_shard._fsdp_param", "free_storage", None, "free_storage"),
+    "deepspeed_on_meta": ("deepspeed.runtime.zero.stage3", "defragment", None, "defragment"),
     "dtensor_sharding_cache": ("torch.distributed.tensor.debug", "_clear_fast_path_sharding_prop_cache", None,
                                "_clear_fast_path_sharding_prop_cache"),
 }
@@ -141,6 +142,10 @@ def test_guard_fails_loudly_when_its_thing_changes(monkeypatch, name):
     message = str(info.value)
     if name.startswith("transformers"):
         library, version, supported = "transformers", transformers.__version__, api.TRANSFORMERS_RANGE
+    elif name.startswith("deepspeed"):
+        import deepspeed
+
+        library, version, supported = "deepspeed", deepspeed.__version__, api.DEEPSPEED_RANGE
     else:
         library, version, supported = "torch", torch.__version__, api.TORCH_RANGE
     assert message.startswith(f"{library} {version}: ")  # the version found

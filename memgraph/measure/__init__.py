@@ -25,11 +25,11 @@ def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str, snapsho
         from memgraph.measure.memory_guard import check_cpu_measurement_fits
 
         check_cpu_measurement_fits(spec, opts)
-        if opts.strategy is not None:  # one gloo process per rank (measure/distributed.py)
+        if opts.strategy is not None or opts.deepspeed is not None:  # one gloo process per rank (measure/distributed.py)
             from memgraph.measure.distributed import measure_cpu_distributed as run
     elif device == "cuda":
-        if opts.strategy is not None:
-            raise MemgraphError(f"--strategy {opts.strategy} is measured with gloo on the CPU: use --device cpu "
+        if opts.strategy is not None or opts.deepspeed is not None:
+            raise MemgraphError(f"--strategy {opts.strategy or '--deepspeed'} is measured with gloo on the CPU: use --device cpu "
                                 "(memgraph measures one GPU, not a multi-GPU job)")
         from memgraph.measure.cuda import measure_cuda
 

@@ -116,21 +116,26 @@ def _rank_main(rank: int, spec: ModelSpec, opts: TrainingOptions, env: dict, fol
 def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
     """This rank's measurement, in an initialised process group: single-process ``measure_cpu`` with the
     model wrapped (and the optimizer partitioned) by the trace's own :class:`DistributedRun`."""
+    import contextlib
+
+    import torch.distributed as dist
     from torch.profiler import record_function
 
     from memgraph.cpu_profiler import cpu_memory_events, memory_profile
     from memgraph.measure.cpu import _per_iteration
     from memgraph.measure.real_step import build_run, run_iteration
-    from memgraph.trace.parallel.distributed import DistributedRun
+    from memgraph.trace.parallel.distributed import distributed_run
 
     gc.collect()
     with memory_profile() as prof:
-        run = build_run(spec, opts, "cpu", distributed=DistributedRun(opts, comm_hook=False))
-        impl = run.optimizer_impl
-        for it in range(1, opts.iterations + 1):
-            with record_function(f"memgraph_iteration_{it}"):
-                run_iteration(run)
-        del run
+        setup = distributed_run(opts, rank=dist.get_rank(), real=True)
+        with setup if opts.deepspeed else contextlib.nullcontext():
+            run = build_run(spec, opts, "cpu", distributed=setup)
+            impl = run.optimizer_impl
+            for it in range(1, opts.iterations + 1):
+                with record_function(f"memgraph_iteration_{it}"):
+                    run_iteration(run, scaler=setup.engine_loop if opts.deepspeed else None)
+            del run
         gc.collect()
     iterations = _per_iteration(prof, opts.iterations)
     for figures, step_thread in zip(iterations, _step_thread_peaks(prof, opts.iterations)):

@@ -426,6 +426,12 @@ class TrainingOptions:
         "`fsdp`, `zero2`, `zero3` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
         "reduce_dtype=float32)` instead of autocast: float32 shards, parameters gathered and used in bfloat16, "
         "gradients reduced in float32")
+    deepspeed: str | None = option(
+        None, "--deepspeed",
+        "a DeepSpeed config (ds_config.json, ZeRO stage 0-3; offload is refused, not modelled yet): the model wrapped by DeepSpeed's own "
+        "engine (`deepspeed.initialize`) on each of `--nproc` ranks, Hugging Face `\"auto\"` values resolved as the "
+        "Trainer does (memgraph/ds_engine; needs `pip install memgraph[deepspeed]`)",
+        metavar="ds_config.json", default_text="none")
     gradient_as_bucket_view: bool = option(
         False, "--gradient-as-bucket-view",
                 "`ddp`, `zero1`: `DistributedDataParallel(gradient_as_bucket_view=True)`: gradients are views of the buckets")
@@ -493,7 +499,8 @@ class TrainingOptions:
                 raise MemgraphError(f"GPU memory {self.gpu_memory!r} is not a byte count: pass --gpu-memory e.g. 48GiB")
             gpu = with_capacity(gpu, self.gpu_memory)
         object.__setattr__(self, "gpu", gpu.key)
-        _precision_supported(self.precision, self.target, gpu)
+        if not (self.deepspeed is not None and self.precision in MIXED_PRECISIONS):  # DeepSpeed casts, no autocast
+            _precision_supported(self.precision, self.target, gpu)
         _knobs_consistent(self)
         _remaining_knobs_consistent(self)
         _context_options(self, gpu)
@@ -510,7 +517,9 @@ class TrainingOptions:
 
 
 def _strategy_consistent(opts: TrainingOptions) -> None:
-    if opts.nproc > 1 and opts.strategy is None:
+    if opts.deepspeed is not None and opts.strategy is not None:
+        raise MemgraphError(f"--deepspeed and --strategy {opts.strategy} both wrap the model: pass one of them")
+    if opts.nproc > 1 and opts.strategy is None and opts.deepspeed is None:
         raise MemgraphError(f"--nproc {opts.nproc} needs a multi-GPU strategy: pass --strategy "
                             f"{' or '.join(STRATEGIES)}")
     if opts.strategy == "fsdp+tp":

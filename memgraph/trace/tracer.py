@@ -27,7 +27,7 @@ from memgraph.trace.emulate.autocast_emulation import (
 )
 from memgraph.trace.emulate.cuda_library_workspaces import CudaRuntime
 from memgraph.trace.shortcuts.depth_run import trace_with_depth_synthesis
-from memgraph.trace.parallel.distributed import DistributedRun
+from memgraph.trace.parallel.distributed import distributed_run
 from memgraph.trace.record import progress
 from memgraph.trace.record.event_log import EventLog, Origin, Role
 from memgraph.step.fused_optimizers import fused_on_meta
@@ -92,11 +92,11 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Tra
 
 
 def _trace_all_layers(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
-    with DistributedRun(opts, rank=rank) as run:  # --strategy: the fake process group of `rank`, set up and torn down
+    with distributed_run(opts, rank=rank) as run:  # --strategy: the fake process group of `rank`, set up and torn down
         return _trace_training(spec, opts, run)
 
 
-def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun) -> Trace:
+def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
     start = time.perf_counter()
     device = "meta"
     progress.stage("building the model")
@@ -139,7 +139,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     forward_context, kernel_stats, autocast_stats = _forward_emulation(opts, device)
     if autocast_stats is not None:  # the weight-cast cache is its own category (analysis/categorize.py)
         autocast_stats.on_cache = lambda t: rec.mark_role(t, Role.AUTOCAST_CACHE, modules.current)
-    scaler = make_scaler(opts.precision, device)
+    scaler = None if opts.deepspeed else make_scaler(opts.precision, device)  # DeepSpeed scales its own loss
 
     kv_cache = _KVCacheWatch(rec)
     offload = OffloadEmulation(opts.target, rec.mark_saved) if opts.activation_offload else None
@@ -152,7 +152,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
             rec.iteration = it
             first = len(rec.log.events)
             with _model_refusals(spec.name):
-                step.iteration(set_phase, autocast=forward_context, scaler=scaler,
+                step.iteration(set_phase, autocast=forward_context, scaler=run.engine_loop if opts.deepspeed else scaler,
                                saved_tensors=offload and offload.context,
                                compute_loss=kv_cache.watch(step.compute_loss))
             mark_gradients()  # --zero-grad zero / none: the gradients stay allocated
@@ -166,8 +166,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     params = list(model.parameters())
     return Trace(
         log=rec.log, iteration_bounds=bounds,
-        parameter_count=sum(p.numel() for p in params),
-        trainable_parameter_count=sum(p.numel() for p in params if p.requires_grad),
+        parameter_count=sum(_numel(p) for p in params),
+        trainable_parameter_count=sum(_numel(p) for p in params if p.requires_grad),
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=step.optimizer_impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
@@ -177,6 +177,11 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
         unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
         assumptions=step.assumptions, model_kind=model_kind(spec.task, model),
     )
+
+
+def _numel(p: torch.nn.Parameter) -> int:
+    """A parameter's element count; DeepSpeed ZeRO-3 leaves an empty tensor and the count in ``ds_numel``."""
+    return getattr(p, "ds_numel", None) or p.numel()
 
 
 def _host_type(target: str) -> str | None:
@@ -209,7 +214,7 @@ def _forward_emulation(opts: TrainingOptions, device: str):
     force = "flash" if opts.attn_implementation == "flash_attention_2" else None
     factories = [kernel_factory(opts.target, cc, kernel_stats, device, force=force)]
     autocast_stats = None
-    if opts.precision in AUTOCAST_DTYPE and not opts.fsdp_mixed_precision:  # FSDP2's policy casts instead
+    if opts.precision in AUTOCAST_DTYPE and not (opts.fsdp_mixed_precision or opts.deepspeed):  # they cast instead
         autocast_stats = AutocastStats(AUTOCAST_DTYPE[opts.precision])
         factories.append(autocast_factory(autocast_stats, device))
     return (lambda: emulation_region(*factories)), kernel_stats, autocast_stats

@@ -367,6 +367,16 @@ ZERO_MAPPING = {
 }
 
 
+def distributed_run(opts: TrainingOptions, rank: int = 0, real: bool = False):
+    """The multi-GPU setup of a trace (``real=False``) or of a rank of ``memgraph measure`` in an initialised process
+    group (``real=True``): DeepSpeed's engine for ``--deepspeed`` (memgraph/ds_engine), else :class:`DistributedRun`."""
+    if opts.deepspeed is not None:
+        from memgraph.ds_engine.run import DeepSpeedRun
+
+        return DeepSpeedRun(opts, DistributedRecorder, rank=rank, real=real)
+    return DistributedRun(opts, comm_hook=not real, rank=rank)
+
+
 def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -404,4 +414,4 @@ def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.T
 _allreduce_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
 
 
-__all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "DistributedRecorder", "ZERO_MAPPING", "fsdp_units"]
+__all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "distributed_run", "DistributedRecorder", "ZERO_MAPPING", "fsdp_units"]

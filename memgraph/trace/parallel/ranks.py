@@ -29,6 +29,8 @@ def rank_layout(spec: ModelSpec, opts: TrainingOptions, rank: int) -> tuple:
 
 def rank_groups(spec: ModelSpec, opts: TrainingOptions) -> list[list[int]]:
     """The ranks 0 .. N-1 grouped by equal layout, each group in rank order, the groups by their first rank."""
+    if opts.deepspeed is not None:  # every rank's partitions have the same sizes (DeepSpeedRun.layout)
+        return [list(range(opts.nproc))]
     groups: dict[tuple, list[int]] = {}
     for rank in range(opts.nproc):
         groups.setdefault(rank_layout(spec, opts, rank), []).append(rank)

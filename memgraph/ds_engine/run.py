@@ -1,0 +1,248 @@
+"""``--deepspeed ds_config.json``: the model wrapped by DeepSpeed's own engine, as one rank.
+
+:class:`DeepSpeedRun` stands where :class:`memgraph.trace.parallel.distributed.DistributedRun` stands in the tracer and in
+``memgraph measure`` (same methods), and runs ``deepspeed.initialize(model=..., optimizer=..., config=...)`` with the
+config as written, its ``"auto"`` values resolved (memgraph/ds_engine/config.py). The optimizer is the client
+optimizer memgraph builds from ``--optimizer`` (what a Trainer passes when the config has no ``optimizer``
+section); a config with one is refused for now.
+
+The engine is created at the first forward, inside the recorder, so that what ``deepspeed.initialize`` allocates
+(the flat 16-bit parameter groups the weights become views of, the fp32 master partitions, gradient buckets,
+ZeRO-3's partitions) and frees (the original weights) is recorded as iteration 1's; the real run measured by
+``memgraph measure`` does the same. The training loop is the Trainer's with DeepSpeed (accelerate's
+``backward``: ``engine.backward(loss)``; ``engine.step()``): :class:`EngineLoop` is what ``train_iteration``
+(trace/training_step.py) takes as its scaler, so the loop itself is unchanged. DeepSpeed does its own mixed
+precision (the engine casts the model to bf16/fp16): no autocast runs with ``--deepspeed``.
+
+On meta (the prediction), the fake process group carries the collectives and private_api.py
+``deepspeed_on_meta`` moves the engine's buffers to meta; DeepSpeed's overflow and gradient-norm checks read a
+value (``.item()``), answered 0 by :class:`ScalarsOnMeta` (no overflow: every step runs, as with
+``GradScalerAssumingFiniteGrads``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import warnings
+from unittest import mock
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from memgraph.ds_engine.buffers import buffer_notes, mark_roles
+from memgraph.ds_engine.config import DeepSpeedConfig, describe, resolve
+from memgraph.errors import MemgraphError
+from memgraph.facts.nccl import nccl_buffers
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.private_api import TorchDispatchMode, deepspeed_on_meta, fake_store
+
+
+def import_deepspeed():
+    """``deepspeed``, imported with its CPU accelerator (``DS_ACCELERATOR=cpu``: the CPU build's paths; memgraph
+    moves its buffers to meta), or one line saying how to install it."""
+    with mock.patch.dict(os.environ, DS_ACCELERATOR=os.environ.get("DS_ACCELERATOR", "cpu")):
+        try:
+            import deepspeed
+        except ImportError:
+            raise MemgraphError("--deepspeed needs DeepSpeed: pip install 'memgraph[deepspeed]'") from None
+        from deepspeed.accelerator import get_accelerator
+
+        if get_accelerator().device_name() not in ("cpu", "meta"):
+            raise MemgraphError(f"--deepspeed: DeepSpeed chose its {get_accelerator().device_name()} accelerator; "
+                                "run memgraph with DS_ACCELERATOR=cpu")
+    return deepspeed
+
+
+class ScalarsOnMeta(TorchDispatchMode):
+    """``.item()`` (``aten._local_scalar_dense``) of a meta tensor answered 0: DeepSpeed's overflow flags and gradient
+    norms (stage_1_and_2.py ``has_overflow``, runtime/utils.py ``get_global_norm``, ``is_invalid_grad_norm``)."""
+
+    answered = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default and args[0].device.type == "meta":
+            ScalarsOnMeta.answered += 1
+            return 0
+        return func(*args, **(kwargs or {}))
+
+
+class EngineLoop:
+    """What ``train_iteration`` calls as its GradScaler: ``scale(loss).backward()`` is ``engine.backward(loss)``,
+    ``step(optimizer)`` is ``engine.step()`` (with ``--grad-accum N`` the engine counts micro-steps: ``step`` after
+    each backward, as the Trainer calls it, updating at the boundary)."""
+
+    def __init__(self, run: DeepSpeedRun):
+        self.run = run
+        self._pending = 0
+
+    def scale(self, loss: torch.Tensor):
+        return _Backward(self, loss)
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        engine = self.run.engine
+        if self._pending:  # the previous micro-step's engine.step() (not at the boundary: no update)
+            with self.run.scalars():
+                engine.step()
+        with self.run.scalars():
+            engine.backward(loss)
+        self._pending += 1
+
+    def step(self, optimizer) -> None:
+        with self.run.scalars():
+            self.run.engine.step()
+        self._pending = 0
+        self.run.after_step()
+
+    def update(self) -> None:
+        pass
+
+
+class _Backward:
+    def __init__(self, loop: EngineLoop, loss: torch.Tensor):
+        self.loop, self.loss = loop, loss
+
+    def backward(self) -> None:
+        self.loop._backward(self.loss)
+
+
+class _EngineModule:
+    """What the loop calls as the model: the engine, created at the first call."""
+
+    def __init__(self, run: DeepSpeedRun):
+        self.run = run
+
+    def __call__(self, *args, **kwargs):
+        return self.run.engine(*args, **kwargs)
+
+    def __getattr__(self, name):  # the wrapped model's modules (LayerDrop off: trace/layerdrop.py)
+        return getattr(self.run._model, name)
+
+
+class _EngineOptimizer:
+    """What the loop holds as the optimizer: the engine steps and clears the gradients itself (``engine.step``
+    zeroes them; the Trainer's ``model.zero_grad()`` finds none)."""
+
+    def __init__(self, client: torch.optim.Optimizer):
+        self.client = client
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        pass
+
+
+class DeepSpeedRun:
+    """One rank's DeepSpeed run: the fake process group (a trace) or the real one (``real=True``, measure)."""
+
+    def __init__(self, opts: TrainingOptions, recorder_type, rank: int = 0, real: bool = False):
+        """``recorder_type``: the recorder class of a distributed trace (trace/distributed.py DistributedRecorder)."""
+        self.opts, self.rank, self.real = opts, rank, real
+        self.recorder_type = recorder_type
+        self.nproc = opts.nproc
+        self.recorder = None
+        self.engine_loop = EngineLoop(self)
+        self.config: DeepSpeedConfig | None = None
+        self._model: nn.Module | None = None
+        self._client: torch.optim.Optimizer | None = None
+        self._engine = None
+        self._stack: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> DeepSpeedRun:
+        stack = contextlib.ExitStack()
+        # DeepSpeed prints to stdout ("... deepspeed_shm_comm_op built successfully"), which would corrupt --json
+        stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+        stack.enter_context(warnings.catch_warnings())
+        warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed.c10d_logger")
+        import_deepspeed()
+        if not self.real:
+            if dist.is_initialized():
+                raise MemgraphError("--deepspeed needs its own (fake) process group, but torch.distributed is already "
+                                    "initialised in this process: run memgraph in a process of its own")
+            dist.init_process_group("fake", store=fake_store(), rank=self.rank, world_size=self.nproc)
+            stack.callback(dist.destroy_process_group)
+            try:
+                stack.enter_context(deepspeed_on_meta(self.rank, self.nproc, self._autocast_device()))
+            except BaseException:
+                stack.close()
+                raise
+        else:
+            stack.enter_context(mock.patch.dict(os.environ, LOCAL_RANK=os.environ.get("LOCAL_RANK", str(self.rank))))
+        self._stack = stack
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._engine is not None:
+            self._engine.destroy()  # removes ZeRO-3's module hooks
+        self._stack.close()
+
+    def _autocast_device(self) -> str:
+        return "cuda" if self.opts.target == "cuda" else "cpu"
+
+    def scalars(self):
+        return contextlib.nullcontext() if self.real else ScalarsOnMeta()
+
+    def attach(self, recorder) -> None:
+        self.recorder = recorder
+
+    # -- wrapping -------------------------------------------------------------------------------
+    def wrap(self, model: nn.Module):
+        self._model = model
+        self.config = resolve(self.opts.deepspeed, self.opts, getattr(model, "config", None), self.opts.iterations)
+        if "optimizer" in self.config.config:
+            raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: an \"optimizer\" section (DeepSpeed's own "
+                                "FusedAdam/CPUAdam) is not modelled yet: remove it; memgraph's --optimizer is then "
+                                "passed to deepspeed.initialize as the Trainer passes its own")
+        for key in ("offload_optimizer", "offload_param"):
+            if str((self.config.zero.get(key) or {}).get("device", "none")).lower() != "none":
+                raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: zero_optimization.{key} to the CPU is not "
+                                    "modelled yet (DeepSpeedCPUAdam on host partitions): set its device to none")
+        return _EngineModule(self)
+
+    def shard_optimizer(self, optimizer: torch.optim.Optimizer):
+        self._client = optimizer
+        return _EngineOptimizer(optimizer)
+
+    @property
+    def engine(self):
+        if self._engine is None:
+            import deepspeed
+
+            self._engine, *_ = deepspeed.initialize(model=self._model, optimizer=self._client,
+                                                    config=self.config.config)
+        return self._engine
+
+    def local_optimizer(self, optimizer):
+        """The torch optimizer inside DeepSpeed's (its ``state`` holds this rank's partitions' state)."""
+        if self._engine is None:
+            return None
+        inner = self._engine.optimizer
+        return getattr(inner, "optimizer", inner)
+
+    def after_step(self) -> None:
+        if self.recorder is not None:
+            mark_roles(self.recorder, self._engine)
+
+    def layout(self, model, optimizer) -> tuple:
+        """Every rank holds partitions of the same sizes (DeepSpeed pads the flat groups to a multiple of the
+        world size, and ZeRO-3 each parameter): one layout for all ranks."""
+        return ("deepspeed",)
+
+    # -- report ---------------------------------------------------------------------------------
+    def notes(self) -> list[str]:
+        notes = [f"DeepSpeed: deepspeed.initialize on {self.nproc} ranks (figures of rank {self.rank}), DeepSpeed's "
+                 "own engine run on meta over PyTorch's fake process group with its CPU accelerator's code paths; "
+                 "no autocast (the engine holds 16-bit weights); the loop is engine.backward(loss), engine.step()",
+                 describe(self.config)]
+        if self._engine is not None:
+            notes += buffer_notes(self._engine)
+        if ScalarsOnMeta.answered:
+            notes.append(f"DeepSpeed's overflow and gradient-norm checks: {ScalarsOnMeta.answered} .item() reads "
+                         "answered 0 (no overflow, every step runs)")
+        return notes
+
+    def unknowns(self):
+        return nccl_buffers(self.nproc)
+
+
+__all__ = ["DeepSpeedRun", "EngineLoop", "ScalarsOnMeta", "import_deepspeed"]

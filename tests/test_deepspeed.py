@@ -1,0 +1,205 @@
+"""`--deepspeed ds_config.json`: DeepSpeed's own engine traced on meta as one rank (memgraph/ds_engine).
+
+Hand tests read the recorded storages of a trace of tiny-llama (2 layers, hidden 64, 202,048 parameters: embedding
+and head 64,000 each; per layer q 4,096, k 2,048, v 2,048, o 4,096, gate/up/down 8,192 each, two norms of 64; the
+final norm 64) at 2 ranks, bf16. The ground truth runs DeepSpeed for real on the CPU (DS_ACCELERATOR=cpu, gloo, one
+process per rank, each rank's CPU allocator measured by torch.profiler; memgraph/measure/distributed.py) and is slow.
+"""
+
+import json
+
+import pytest
+
+pytest.importorskip("deepspeed")
+
+from memgraph.api import analyze, analyze_traced, measure  # noqa: E402
+from memgraph.errors import MemgraphError  # noqa: E402
+from memgraph.model_spec.options import TrainingOptions  # noqa: E402
+
+LLAMA = "tests/configs/tiny-llama.json"
+GPT2 = "tests/configs/tiny-gpt2.json"
+CONFIGS = "tests/configs/deepspeed"
+TINY_LLAMA_PARAMETERS = 2 * 64_000 + 2 * (4_096 + 2_048 + 2_048 + 4_096 + 3 * 8_192 + 2 * 64) + 64  # 202,048
+
+
+def _config(tmp_path, zero: dict, **extra) -> str:
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+                                "bf16": {"enabled": "auto"}, "zero_optimization": zero, **extra}))
+    return str(path)
+
+
+def _trace(config: str, nproc: int = 2):
+    opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", nproc=nproc, deepspeed=config,
+                           precision="bf16-mixed")
+    return analyze_traced(LLAMA, opts)
+
+
+def _alive_at_end(trace, iteration: int) -> int:
+    end = trace.iteration_bounds[iteration - 1][1]
+    return sum(s.nbytes for s in trace.log.storages
+               if s.alloc_event < end and (s.free_event is None or s.free_event >= end))
+
+
+def test_tiny_llama_parameter_count():
+    assert TINY_LLAMA_PARAMETERS == 202_048
+
+
+def test_reduce_buckets_have_the_configured_size_twice_with_overlap_comm(tmp_path):
+    # ZeRO-2, contiguous_gradients (default True): each backward allocates its reduce bucket of reduce_bucket_size
+    # elements in bf16, 20,000 x 2 B = 40,000 B, and a second one with overlap_comm (deepspeed 0.19.8
+    # stage_1_and_2.py setup_buckets: buf_0, and buf_1 "double buffers" with overlap_comm); 2 iterations
+    config = _config(tmp_path, {"stage": 2, "reduce_bucket_size": 20_000, "allgather_bucket_size": 20_000,
+                                "overlap_comm": True})
+    result, trace = _trace(config)
+    buckets = [s for s in trace.log.storages if s.shape == (20_000,)]
+    assert [(s.dtype, s.nbytes, s.phase, s.iteration) for s in buckets] == [
+        ("bfloat16", 40_000, "backward", 1), ("bfloat16", 40_000, "backward", 1),
+        ("bfloat16", 40_000, "backward", 2), ("bfloat16", 40_000, "backward", 2)]
+    assert "bit16_groups_flat 394.62 KiB" in "\n".join(result.notes)  # 202,048 bf16 = 404,096 B, flat over both ranks
+
+
+@pytest.mark.slow
+def test_zero3_persistence_threshold_keeps_small_parameters_whole(tmp_path):
+    # stage3_param_persistence_threshold 5,000: parameters of fewer elements stay gathered on every rank (ds_persist):
+    # per layer q 4,096, k 2,048, v 2,048, o 4,096 and two norms of 64 = 12,416, x 2 layers + the final norm 64 =
+    # 24,896 elements, 49,792 B in bf16, alive after the step where threshold 0 releases every gathered parameter.
+    # reduce_bucket_size 20,000 for both (the default 5e8 would be a 1 GB bucket).
+    zero = {"stage": 3, "reduce_bucket_size": 20_000, "stage3_prefetch_bucket_size": 20_000}
+    _, none = _trace(_config(tmp_path, {**zero, "stage3_param_persistence_threshold": 0}))
+    result, some = _trace(_config(tmp_path, {**zero, "stage3_param_persistence_threshold": 5_000}))
+    persistent = 2 * (4_096 + 2_048 + 2_048 + 4_096 + 2 * 64) + 64
+    assert persistent == 24_896
+    for iteration in (1, 2):
+        assert _alive_at_end(some, iteration) - _alive_at_end(none, iteration) == persistent * 2
+    assert "ds_persist parameters 48.62 KiB (13 parameters" in "\n".join(result.notes)  # 49,792 B
+
+
+def test_bf16_zero1_keeps_a_full_fp32_gradient_buffer_on_every_rank(tmp_path):
+    # bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed picks its BF16_Optimizer (deepspeed 0.19.8
+    # runtime/engine.py _do_optimizer_sanity_check), whose fp32_groups_gradients_flat holds every parameter's
+    # gradient in fp32 on every rank: 202,048 x 4 B = 808,192 B, kept to the end of the run
+    config = _config(tmp_path, {"stage": 1}, data_types={"grad_accum_dtype": "fp32"})
+    result, trace = _trace(config)
+    full = [s for s in trace.log.storages if s.nbytes == TINY_LLAMA_PARAMETERS * 4 and s.dtype == "float32"]
+    assert len(full) == 1 and full[0].free_event is None and full[0].role.value == "gradient"
+    assert "fp32_groups_gradients_flat 789.25 KiB" in "\n".join(result.notes)  # 808,192 B
+
+
+def test_auto_values_are_resolved_as_the_trainer_does(tmp_path):
+    # transformers 5.23 integrations/deepspeed.py: train_batch_size = world x micro x accumulation = 2 x 2 x 1;
+    # ZeRO-3's hidden-size keys from hidden_size 64: 64² = 4,096, int(0.9 x 64²) = 3,686, 10 x 64 = 640
+    from memgraph.ds_engine.config import resolve
+    from transformers import AutoConfig
+
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+                                "bf16": {"enabled": "auto"}, "gradient_clipping": "auto",
+                                "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto",
+                                                      "stage3_prefetch_bucket_size": "auto",
+                                                      "stage3_param_persistence_threshold": "auto"}}))
+    opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", nproc=2, deepspeed=str(path),
+                           precision="bf16-mixed")
+    cfg = resolve(str(path), opts, AutoConfig.from_pretrained(LLAMA), 2)
+    assert dict((k, v) for k, v, _ in cfg.resolved) == {
+        "train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, "bf16.enabled": True, "gradient_clipping": 1.0,
+        "zero_optimization.reduce_bucket_size": 4_096, "zero_optimization.stage3_prefetch_bucket_size": 3_686,
+        "zero_optimization.stage3_param_persistence_threshold": 640}
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{", "not JSON"),
+    ("[1]", "a DeepSpeed config is a JSON object"),
+    ('{"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}}', "nvme is not modelled"),
+    ('{"train_micro_batch_size_per_gpu": 8, "zero_optimization": {"stage": 2}}', "train_micro_batch_size_per_gpu=8"),
+])
+def test_bad_configs_are_one_line(tmp_path, content, message):
+    path = tmp_path / "ds_config.json"
+    path.write_text(content)
+    opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", nproc=2, deepspeed=str(path))
+    with pytest.raises(MemgraphError, match=message) as info:
+        analyze(LLAMA, opts)
+    assert "\n" not in str(info.value)
+
+
+def test_deepspeed_and_strategy_exclude_each_other():
+    with pytest.raises(MemgraphError, match="pass one of them"):
+        TrainingOptions(nproc=2, strategy="fsdp", deepspeed=f"{CONFIGS}/zero2.json")
+
+
+# Ground truth: the per-rank cpu prediction within 2% of DeepSpeed run for real by N gloo processes
+# (DS_ACCELERATOR=cpu), compared with each rank's step-thread peak (gloo's worker threads' staging buffers left out,
+# as tests/test_distributed_gloo.py explains). Measured 2026-11-26 (torch 2.13.0, transformers 5.23, deepspeed 0.19.8,
+# -s 32 -b 2, bf16), predicted vs measured (first iteration / steady state):
+#   tiny-llama ZeRO-2, 1 rank: 3,637,968 / 4,446,164 B vs 3,637,980 / 4,446,164 B
+#   tiny-llama ZeRO-2, 2 ranks: 2,021,584 / 2,734,936 B vs 2,021,596 / 2,734,936 B on both ranks
+#   tiny-llama ZeRO-2, 4 ranks: 1,724,688 / 2,128,792 B vs the same on all four ranks
+#   tiny-gpt2 ZeRO-2, 2 ranks: 2,255,632 / 2,977,560 B vs 2,254,400 / 2,976,328 B on both ranks (1,232 B above)
+#   tiny-llama ZeRO-1, 2 ranks: 2,021,584 / 2,734,936 B vs rank 0 2,021,596 / 2,734,936 B, rank 1 33,024 B more
+#     (1.6%; rank 1's own trace, its partition starting 32 elements into layer 1's q_proj, gives rank 0's figures:
+#     not explained yet)
+# Unlike FSDP's runs the measured runs keep DeepSpeed's
+# engine referenced after the profile (unreported_free_bytes counts it), so that figure does not widen the band.
+TOLERANCE = 0.02
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model, config, nproc", [
+    (LLAMA, "zero1.json", 2), (LLAMA, "zero2.json", 2), (GPT2, "zero1.json", 2), (GPT2, "zero2.json", 2),
+    (LLAMA, "zero2.json", 1), (LLAMA, "zero2.json", 4),
+])
+def test_per_rank_prediction_matches_deepspeed_on_gloo(model, config, nproc):
+    opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", nproc=nproc, deepspeed=f"{CONFIGS}/{config}",
+                           precision="bf16-mixed")
+    record = measure(model, "cpu", opts)
+    predicted = analyze(model, opts)
+    assert [g["ranks"] for g in predicted.ranks] == [list(range(nproc))]
+    group = predicted.ranks[0]
+    for index, key in enumerate(("first_iteration_peak", "steady_state_peak")):
+        for rank in record["ranks"]:
+            real = rank["iterations"][index]["peak_allocated_step_thread"]
+            assert abs(real - group[key]) <= TOLERANCE * real, (index + 1, group[key], rank)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="ZeRO-3: measured 2026-11-26 on 2 ranks rank 0 2,350,497 / 3,339,933 B and rank 1 "
+                   "2,222,369 / 3,211,805 B against 2,061,601 / 3,179,037 B predicted; on 1 rank 4,342,445 / "
+                   "4,746,537 B against 4,082,081 / 4,486,185 B (260,364 B low). A dispatch mode in the real 1-rank "
+                   "run sees the same steady-state peak (optimizer step, _to_copy) within 15,808 B of the prediction, "
+                   "so most of the gap is allocated below the dispatcher (the CPU collectives), not found yet")
+def test_zero3_prediction_matches_deepspeed_on_gloo():
+    opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", nproc=2, deepspeed=f"{CONFIGS}/zero3.json",
+                           precision="bf16-mixed")
+    record = measure(LLAMA, "cpu", opts)
+    group = analyze(LLAMA, opts).ranks[0]
+    for index, key in enumerate(("first_iteration_peak", "steady_state_peak")):
+        for rank in record["ranks"]:
+            real = rank["iterations"][index]["peak_allocated_step_thread"]
+            assert abs(real - group[key]) <= TOLERANCE * real, (index + 1, group[key], rank)
+
+
+def test_a_missing_deepspeed_is_one_line(monkeypatch):
+    import sys
+
+    from memgraph.ds_engine.run import import_deepspeed
+
+    monkeypatch.setitem(sys.modules, "deepspeed", None)  # import deepspeed raises ImportError
+    with pytest.raises(MemgraphError, match=r"pip install 'memgraph\[deepspeed\]'"):
+        import_deepspeed()
+
+
+@pytest.mark.slow
+def test_llama_3_8b_zero3_with_auto_values_lists_them_and_the_buffers():
+    # the issue's command; measured 45 s wall (13 s CPU) on the 2-core test machine. hidden_size 4,096:
+    # reduce_bucket_size 4,096² = 16,777,216, prefetch int(0.9 x 4,096²) = 15,099,494, persistence 10 x 4,096 = 40,960
+    opts = TrainingOptions(seq_len=4096, nproc=8, deepspeed=f"{CONFIGS}/zero3-auto.json", precision="bf16-mixed",
+                           gpu="a100-80gb")
+    result = analyze("llama-3-8b", opts)
+    notes = "\n".join(result.notes)
+    for resolved in ("zero_optimization.reduce_bucket_size = 16777216 (hidden_size²)",
+                     "zero_optimization.stage3_prefetch_bucket_size = 15099494",
+                     "zero_optimization.stage3_param_persistence_threshold = 40960", "bf16.enabled = True"):
+        assert resolved in notes
+    # this rank's 1/8 of 8,030,261,248 parameters: fp32 master partition ~ 4 x 8.03e9 / 8 B = 3.74 GiB
+    assert "fp32_partitioned_groups_flat 3.74 GiB" in notes and "lp_param_buffer 1.87 GiB" in notes
+    assert result.parameters == 8_030_261_248
