@@ -109,11 +109,11 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "zero_grad": "zero", "loss": "sum",
             # the fine-tuning knobs exclude --train/--freeze/--stage: defaults here, parsed in tests/test_lora.py
             "lora_rank": None, "lora_alpha": None, "lora_targets": None, "lora_dropout": None, "dora": False,
-            "quantize": None, "lora_dtype": None, "bnb_version": None, "grad_accum": 1, "optimizer_in_backward": False,
+            "quantize": None, "lora_dtype": None, "bnb_version": None, "no_kbit_preparation": False, "grad_accum": 1, "optimizer_in_backward": False,
             "gpu_memory": None, "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager",  # 1.5 GiB = 3 * 512 MiB
 
             "nproc": 8, "strategy": "ddp", "tp_size": None, "sequence_parallel": False, "nnodes": 1,
-            "no_reshard_after_forward": False, "fsdp_mixed_precision": False,
+            "no_reshard_after_forward": False, "fsdp_mixed_precision": False, "fsdp_autocast": False,
             "gradient_as_bucket_view": True,
             "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
             "depth_synthesis": "off"}

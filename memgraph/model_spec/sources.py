@@ -17,6 +17,7 @@ import torch
 from memgraph.errors import MemgraphError
 from memgraph.model_spec import hub, zoo
 from memgraph.model_spec.config_checks import check_config, check_fields
+from memgraph.model_spec.config_defaults import default_warnings
 from memgraph.model_spec.inputs import Batch, parse_input
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.tasks import TASKS, task_for_class
@@ -34,6 +35,7 @@ class ModelSpec:
     config: object | None = None  # transformers PretrainedConfig
     model_class: str | None = None
     factory: Callable[[], torch.nn.Module] | None = None  # for callables
+    warnings: list[str] = field(default_factory=list)  # sizing fields a user's config left to defaults
 
     def build(self, opts: TrainingOptions, dtype: torch.dtype) -> torch.nn.Module:
         """Build the model on the current default device (call under ``torch.device(...)``)."""
@@ -186,8 +188,9 @@ def _from_config_path(path: Path) -> ModelSpec:
             "*ForImageClassification, T5/Bart/Whisper, "
             "CLIP/SigLIP, image-text-to-text and speech-seq2seq classes of transformers' auto mappings"
         )
-    return ModelSpec(name=str(file), source="config", task=task, config=_make_config(data, str(file)),
-                     model_class=cls)
+    config = _make_config(dict(data), str(file))
+    return ModelSpec(name=str(file), source="config", task=task, config=config, model_class=cls,
+                     warnings=default_warnings(data, config, str(file)))
 
 
 def _from_callable(ref: str) -> ModelSpec:
