@@ -50,7 +50,7 @@ def resolve_defaults(spec: ModelSpec, opts: TrainingOptions) -> Resolved:
     loop = opts.loop if opts.loop != "auto" else ("trainer" if hf else "plain")
     impl_option, impl, impl_why = _optimizer_impl(opts, loop)
     resolved = replace(opts, attn_implementation=attn, loop=loop, optimizer_impl=impl_option)
-    resolved, framework_said = framework_defaults(resolved)  # precision, FSDP policy, PEFT k-bit preparation
+    resolved, framework_said = framework_defaults(resolved, hf)  # precision, FSDP policy, PEFT k-bit preparation
     said = []
     if hf:
         why = f" (transformers' choice for {spec.model_class})" if opts.attn_implementation == "auto" else ""

@@ -46,11 +46,19 @@ def uses_kbit_preparation(opts: TrainingOptions) -> bool:
     return opts.quantize is not None and opts.lora_rank is not None and not opts.no_kbit_preparation
 
 
-def framework_defaults(opts: TrainingOptions) -> tuple[TrainingOptions, list[str]]:
-    """``opts`` with the frameworks' defaults applied, and one phrase per default assumed."""
+def upcasts_unquantised(opts: TrainingOptions) -> bool:
+    """Whether the preparation's float32 upcast is traced: not with ``flash_attention_2``, whose kernel takes 16-bit
+    q/k/v only (transformers' flash-attention integration casts float32 q/k/v back to the weights' dtype, which the
+    forced flash SDPA kernel memgraph traces for it does not), so there the upcast is stated as not modelled."""
+    return uses_kbit_preparation(opts) and opts.attn_implementation != "flash_attention_2"
+
+
+def framework_defaults(opts: TrainingOptions, hf: bool = True) -> tuple[TrainingOptions, list[str]]:
+    """``opts`` with the frameworks' defaults applied, and one phrase per default assumed; ``hf``: a transformers
+    model (the Trainer's defaults), else a ``module:function`` model's own loop."""
     said = []
     if opts.precision == "fp32":
-        said.append("precision fp32 (TrainingArguments bf16=False, fp16=False)")
+        said.append("precision fp32 (" + ("TrainingArguments bf16=False, fp16=False" if hf else "no autocast") + ")")
     else:
         said.append(f"precision {opts.precision}")
     if opts.strategy in SHARDED and opts.precision == "bf16-mixed" and not opts.fsdp_autocast:
@@ -63,7 +71,11 @@ def framework_defaults(opts: TrainingOptions) -> tuple[TrainingOptions, list[str
             opts = replace(opts, gradient_checkpointing=True, checkpoint_impl="reentrant")
         elif opts.checkpoint_impl != "reentrant":  # the user's (the Trainer's) checkpointing replaces PEFT's
             checkpointing = "gradient checkpointing use_reentrant=False as given"
-        said.append(KBIT_PREPARATION.format(checkpointing=checkpointing))
+        phrase = KBIT_PREPARATION.format(checkpointing=checkpointing)
+        if not upcasts_unquantised(opts):
+            phrase = phrase.replace("non-quantised bf16/fp16 parameters upcast to float32",
+                                    "its float32 upcast of non-quantised parameters not modelled with flash_attention_2")
+        said.append(phrase)
     if opts.gradient_checkpointing and not uses_kbit_preparation(opts):
         impl = "use_reentrant=True" if opts.checkpoint_impl == "reentrant" else "use_reentrant=False"
         why = ""

@@ -44,6 +44,7 @@ def summary(r: Result) -> Section:
         f"{o['loop']} loop" + (f", stage {o['stage']}" if o["stage"] else ""),
         f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)",
         *([f"assumed: {', '.join(r.assumptions)}"] if r.assumptions else []),
+        *(f"config: {line}" for line in getattr(r, "job_config", [])),
         *(f"warning: {w}" for w in r.warnings),
         "",
         f"steady-state peak:   {human_bytes(r.steady_state_peak.bytes)} ({r.steady_state_peak.bytes:,} B) at "
