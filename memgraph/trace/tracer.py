@@ -91,8 +91,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Tra
 
 
 def _trace_all_layers(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
-    opts = resolve_defaults(spec, opts).options  # the wrapper too runs the frameworks' defaults (FSDP2 policy)
-    with DistributedRun(opts, rank=rank) as run:  # --strategy: the fake process group of `rank`, set up and torn down
+    # the wrapper runs the resolved options too (the FSDP2 policy of model_spec/framework_defaults.py)
+    with DistributedRun(resolve_defaults(spec, opts).options, rank=rank) as run:  # --strategy: the fake process group of `rank`, set up and torn down
         return _trace_training(spec, opts, run)
 
 
