@@ -156,3 +156,19 @@ def test_every_example_config_analyses(name, tmp_path, monkeypatch, capsys):
     model = [TINY] if named in (None, "meta-llama/Llama-2-7b-hf") else []
     r = _analyse([*model, "--config", str(JOBS / name), "-s", "32"], capsys)
     assert r["job_config"] and r["steady_state_peak"]["bytes"] > 0
+
+
+def test_training_arguments_as_the_trainer_writes_them(tmp_path):
+    """transformers' own TrainingArguments.to_json_string() (5.23), the JSON a Trainer run logs and saves."""
+    from transformers import TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=2,
+                             gradient_accumulation_steps=4, gradient_checkpointing=True,
+                             gradient_checkpointing_kwargs={"use_reentrant": True}, optim="adamw_torch",
+                             report_to="none")
+    path = tmp_path / "training_args.json"
+    path.write_text(args.to_json_string())
+    job = read_job_config(str(path))
+    assert job.format == "Hugging Face TrainingArguments / TRL SFTConfig" and job.model is None
+    assert job.options == {"batch_size": 2, "grad_accum": 4, "gradient_checkpointing": True,
+                           "checkpoint_impl": "reentrant", "optimizer": "adamw", "optimizer_impl": "foreach"}
