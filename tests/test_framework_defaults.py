@@ -62,6 +62,14 @@ def test_precision_is_always_stated():
     assert "precision bf16" in resolve_defaults(spec, TrainingOptions(precision="bf16")).assumptions
 
 
+def test_fp32_says_what_from_pretrained_would_load(tmp_path):
+    data = json.loads((CONFIGS / "tiny-llama.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**data, "dtype": "bfloat16"}))  # a bfloat16 checkpoint
+    said = resolve_defaults(resolve(str(path)), TrainingOptions()).assumptions[-1]
+    assert "from_pretrained's default dtype='auto' loads this checkpoint's bfloat16: --precision bf16" in said
+
+
 def test_config_json_fields_left_to_defaults_warn(tmp_path):
     data = json.loads((CONFIGS / "tiny-llama.json").read_text())
     del data["intermediate_size"], data["vocab_size"]

@@ -50,7 +50,7 @@ def resolve_defaults(spec: ModelSpec, opts: TrainingOptions) -> Resolved:
     loop = opts.loop if opts.loop != "auto" else ("trainer" if hf else "plain")
     impl_option, impl, impl_why = _optimizer_impl(opts, loop)
     resolved = replace(opts, attn_implementation=attn, loop=loop, optimizer_impl=impl_option)
-    resolved, framework_said = framework_defaults(resolved, hf)  # precision, FSDP policy, PEFT k-bit preparation
+    resolved, framework_said = framework_defaults(resolved, hf, _checkpoint_dtype(spec))  # precision, FSDP policy, PEFT k-bit preparation
     said = []
     if hf:
         why = f" (transformers' choice for {spec.model_class})" if opts.attn_implementation == "auto" else ""
@@ -86,3 +86,12 @@ def trainer_default_adamw_fused() -> bool:
     """Whether the installed torch makes ``TrainingArguments.optim`` default to ``adamw_torch_fused``."""
     version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
     return version >= TRAINER_FUSED_ADAMW_FROM_TORCH
+
+
+def _checkpoint_dtype(spec: ModelSpec) -> str | None:
+    """The dtype a transformers config says its checkpoint is stored in (``dtype``, formerly ``torch_dtype``)."""
+    config = spec.config
+    if config is None:
+        return None
+    dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else None

@@ -53,12 +53,19 @@ def upcasts_unquantised(opts: TrainingOptions) -> bool:
     return uses_kbit_preparation(opts) and opts.attn_implementation != "flash_attention_2"
 
 
-def framework_defaults(opts: TrainingOptions, hf: bool = True) -> tuple[TrainingOptions, list[str]]:
+def framework_defaults(opts: TrainingOptions, hf: bool = True,
+                       checkpoint_dtype: str | None = None) -> tuple[TrainingOptions, list[str]]:
     """``opts`` with the frameworks' defaults applied, and one phrase per default assumed; ``hf``: a transformers
-    model (the Trainer's defaults), else a ``module:function`` model's own loop."""
+    model (the Trainer's defaults), else a ``module:function`` model's own loop; ``checkpoint_dtype``: the config's
+    ``dtype``, which ``from_pretrained``'s default ``dtype="auto"`` loads the weights in (transformers 5.23
+    modeling_utils.py ``PreTrainedModel.from_pretrained``)."""
     said = []
     if opts.precision == "fp32":
-        said.append("precision fp32 (" + ("TrainingArguments bf16=False, fp16=False" if hf else "no autocast") + ")")
+        why = "TrainingArguments bf16=False, fp16=False" if hf else "no autocast"
+        if hf and checkpoint_dtype in ("bfloat16", "float16"):
+            why += (f"; float32 weights, where from_pretrained's default dtype='auto' loads this checkpoint's "
+                    f"{checkpoint_dtype}: --precision {'bf16' if checkpoint_dtype == 'bfloat16' else 'fp16'} for that")
+        said.append(f"precision fp32 ({why})")
     else:
         said.append(f"precision {opts.precision}")
     if opts.strategy in SHARDED and opts.precision == "bf16-mixed" and not opts.fsdp_autocast:
