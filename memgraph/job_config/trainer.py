@@ -39,6 +39,9 @@ def read(doc: dict, text: str, file) -> JobConfig:
     common.take_attention(job, "attn_implementation", doc.get("attn_implementation"))
     length_key = next((k for k in ("max_length", "max_seq_length") if doc.get(k) is not None), None)
     length = common.positive(doc, length_key, where) if length_key else None
+    if length_key is None:
+        job.ignore("max_length", None, "absent: TRL's SFTConfig would truncate at 1024 tokens, TrainingArguments has "
+                   "no length; --seq-len or the model's default is used")
     common.take_packing(job, batch, length, length_key, packing=doc.get("packing"),
                         padding_free=doc.get("padding_free"), how="TRL's SFTTrainer")
     _peft(job, doc, quantize)
