@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memgraph"
 LAYERS = [
     {"errors", "units", "version", "cpu_profiler", "private_api"},  # foundation
     {"facts"},  # what PyTorch, CUDA and the GPUs do, as data
-    {"model_spec"},  # what to build and how to train it
+    {"model_spec", "job_config"},  # what to build and how to train it (job_config: read from a user's config file)
     {"trace"},  # the step on meta -> the storage event log
     {"analysis"},  # passes over the log -> Result
     {"allocator"},  # the caching allocator replayed over the log
