@@ -93,5 +93,5 @@ def _checkpoint_dtype(spec: ModelSpec) -> str | None:
     config = spec.config
     if config is None:
         return None
-    dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    dtype = getattr(config, "dtype", None)  # transformers 5 reads a config's torch_dtype into dtype
     return str(dtype).removeprefix("torch.") if dtype is not None else None
