@@ -48,7 +48,8 @@ EXPECTED = {
     # LitGPT: global_batch_size 8 / (micro_batch_size 2 x 1 device) = 4 accumulation steps; q and v adapters
     "litgpt/lora.yaml": dict(
         model="meta-llama/Llama-2-7b-hf", batch_size=2, grad_accum=4, seq_len=512, precision="bf16", lora_rank=32,
-        lora_alpha=16, lora_dropout=0.05, lora_targets="q_proj,v_proj", lora_dtype="model", optimizer="adamw"),
+        lora_alpha=16, lora_dropout=0.05, lora_targets="q_proj,v_proj", lora_dtype="model", optimizer="adamw",
+        loop="plain"),
     "litgpt/qlora.yaml": dict(
         model="meta-llama/Llama-2-7b-hf", batch_size=2, grad_accum=4, seq_len=512, quantize="nf4",
         no_kbit_preparation=True, lora_rank=32),

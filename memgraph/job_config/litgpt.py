@@ -35,6 +35,9 @@ def read(doc: dict, text: str, file) -> JobConfig:
     job = JobConfig()
     where = str(file)
     _model(job, doc.get("checkpoint_dir"))
+    # litgpt/finetune/lora.py fit(): `logits = model(input_ids)`, `loss = ...`, `fabric.backward(loss / accum)`:
+    # the names are rebound only when the next micro-batch's forward returns, so its outputs live through the step
+    job.take("(LitGPT's training loop)", "finetune/lora.py", "loop", "plain", "logits held until the next forward")
     train = doc.get("train") if isinstance(doc.get("train"), dict) else {}
     micro = common.positive(train, "micro_batch_size", where)
     if micro is not None:
