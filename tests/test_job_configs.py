@@ -173,3 +173,11 @@ def test_training_arguments_as_the_trainer_writes_them(tmp_path):
     assert job.format == "Hugging Face TrainingArguments / TRL SFTConfig" and job.model is None
     assert job.options == {"batch_size": 2, "grad_accum": 4, "gradient_checkpointing": True,
                            "checkpoint_impl": "reentrant", "optimizer": "adamw", "optimizer_impl": "foreach"}
+
+
+def test_a_bad_value_in_the_file_is_one_line(tmp_path, capsys):
+    cfg = tmp_path / "ax.yml"
+    cfg.write_text(f"base_model: {TINY}\nadapter: lora\nlora_r: 8\nlora_dropout: lots\n")
+    assert main(["analyze", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lora_dropout 'lots' is not a number" in err

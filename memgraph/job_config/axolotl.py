@@ -41,7 +41,7 @@ def read(doc: dict, text: str, file) -> JobConfig:
         if doc.get("lora_alpha") is not None:
             job.take("lora_alpha", doc["lora_alpha"], "lora_alpha", doc["lora_alpha"])
         if doc.get("lora_dropout") is not None:
-            job.take("lora_dropout", doc["lora_dropout"], "lora_dropout", float(doc["lora_dropout"]))
+            job.take("lora_dropout", doc["lora_dropout"], "lora_dropout", common.number(doc["lora_dropout"], "lora_dropout"))
         if common.truthy(doc.get("lora_target_linear")):
             job.take("lora_target_linear", True, "lora_targets", "all-linear")
         else:

@@ -25,6 +25,19 @@ def take_int(job: JobConfig, doc: dict, key: str, option: str, where: str) -> in
     return value
 
 
+def number(value, key: str, kind=float):
+    """``value`` as a float (or ``kind``), or a one-line error naming the field."""
+    if isinstance(value, bool):
+        raise MemgraphError(f"--config: {key} {value!r} is not a number: fix the file")
+    try:
+        out = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise MemgraphError(f"--config: {key} {value!r} is not a number: fix the file") from None
+    if kind is int and out != value:
+        raise MemgraphError(f"--config: {key} {value!r} is not a whole number: fix the file")
+    return out
+
+
 def truthy(value) -> bool:
     """YAML/JSON booleans as the frameworks read them (axolotl's ``bf16: auto`` means on where supported)."""
     if isinstance(value, str):

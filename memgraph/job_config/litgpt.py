@@ -66,9 +66,9 @@ def read(doc: dict, text: str, file) -> JobConfig:
     if lora:
         job.take("lora_r", doc["lora_r"], "lora_rank", doc["lora_r"])
         if doc.get("lora_alpha") is not None:
-            job.take("lora_alpha", doc["lora_alpha"], "lora_alpha", int(doc["lora_alpha"]))
+            job.take("lora_alpha", doc["lora_alpha"], "lora_alpha", common.number(doc["lora_alpha"], "lora_alpha", int))
         if doc.get("lora_dropout"):
-            job.take("lora_dropout", doc["lora_dropout"], "lora_dropout", float(doc["lora_dropout"]))
+            job.take("lora_dropout", doc["lora_dropout"], "lora_dropout", common.number(doc["lora_dropout"], "lora_dropout"))
         names = [n for key, modules in TARGETS if common.truthy(doc.get(key)) for n in modules]
         if names:
             job.take("lora_query/key/value/projection/mlp/head", ",".join(names), "lora_targets", ",".join(names))

@@ -50,7 +50,7 @@ def read(doc: dict, text: str, file) -> JobConfig:
         alpha = doc.get("lora_alpha") or rank * 2
         job.take("lora_alpha", alpha, "lora_alpha", alpha, "" if doc.get("lora_alpha") else "default: lora_rank * 2")
         if doc.get("lora_dropout"):
-            job.take("lora_dropout", doc["lora_dropout"], "lora_dropout", float(doc["lora_dropout"]))
+            job.take("lora_dropout", doc["lora_dropout"], "lora_dropout", common.number(doc["lora_dropout"], "lora_dropout"))
         target = doc.get("lora_target", "all")
         if isinstance(target, str) and "," in target:
             target = [t.strip() for t in target.split(",")]

@@ -94,9 +94,9 @@ def _lora(job: JobConfig, model: dict, dtype: str) -> None:
     if isinstance(rank, int) and rank > 0:
         job.take("model.lora_rank", rank, "lora_rank", rank)
     if model.get("lora_alpha") is not None:
-        job.take("model.lora_alpha", model["lora_alpha"], "lora_alpha", int(model["lora_alpha"]))
+        job.take("model.lora_alpha", model["lora_alpha"], "lora_alpha", common.number(model["lora_alpha"], "model.lora_alpha", int))
     if model.get("lora_dropout"):
-        job.take("model.lora_dropout", model["lora_dropout"], "lora_dropout", float(model["lora_dropout"]))
+        job.take("model.lora_dropout", model["lora_dropout"], "lora_dropout", common.number(model["lora_dropout"], "model.lora_dropout"))
     targets = [ATTN_NAMES.get(m, m) for m in model.get("lora_attn_modules") or []]
     if common.truthy(model.get("apply_lora_to_mlp")):
         targets += ["gate_proj", "up_proj", "down_proj"]

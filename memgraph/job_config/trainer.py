@@ -80,6 +80,6 @@ def _peft(job: JobConfig, doc: dict, quantize: str | None) -> None:
     alpha = doc.get("lora_alpha", TRL_LORA_DEFAULTS["lora_alpha"])
     job.take("lora_alpha", alpha, "lora_alpha", alpha, "" if "lora_alpha" in doc else "TRL ModelConfig's default")
     dropout = doc.get("lora_dropout", TRL_LORA_DEFAULTS["lora_dropout"])
-    job.take("lora_dropout", dropout, "lora_dropout", float(dropout),
+    job.take("lora_dropout", dropout, "lora_dropout", common.number(dropout, "lora_dropout"),
              "" if "lora_dropout" in doc else "TRL ModelConfig's default")
     common.take_lora_targets(job, "lora_target_modules", doc.get("lora_target_modules"))
