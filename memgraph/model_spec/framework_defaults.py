@@ -33,7 +33,7 @@ from memgraph.model_spec.options import FSDP_STRATEGIES, TrainingOptions
 
 SHARDED = FSDP_STRATEGIES + ("fsdp+tp",)
 KBIT_PREPARATION = ("PEFT 0.21.2 prepare_model_for_kbit_training: {checkpointing}, input embeddings' output "
-                    "requires grad, non-quantised bf16/fp16 parameters upcast to float32; --no-kbit-preparation: off")
+                    "requires grad, non-quantised bf16/fp16 parameters upcast to float32 (--no-kbit-preparation skips it)")
 KBIT_CHECKPOINTING = ("gradient checkpointing on, use_reentrant=True (its gradient_checkpointing_kwargs={} leaves "
                       "torch 2.13's default)")
 FSDP_POLICY = ("FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16) for bf16-mixed, as accelerate 1.15's FSDP plugin "
