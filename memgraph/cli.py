@@ -40,7 +40,15 @@ class _Parser(argparse.ArgumentParser):
 
 def _training_args(p: argparse.ArgumentParser, command: str) -> None:
     """The model and one argument per TrainingOptions field, all built from the field (options.Flag)."""
-    p.add_argument("model", help="zoo name (see 'memgraph models'), config.json / model folder, or module:function")
+    takes_config = command in ("analyze", "fit")  # --config FILE may name the model (memgraph/job_config/)
+    p.add_argument("model", nargs="?" if takes_config else None,
+                   help="zoo name (see 'memgraph models'), Hub id (zoo or local Hugging Face cache), config.json / "
+                        "model folder, or module:function" + ("; may be left out when --config names it" if takes_config else ""))
+    if takes_config:
+        p.add_argument("--config", metavar="FILE", default=None,
+                       help="the training config you already have (Trainer/TRL arguments JSON or YAML, accelerate, "
+                            "axolotl, LLaMA-Factory, torchtune or LitGPT YAML): each field that changes memory is "
+                            "taken, and the report lists them; flags given win over the file (default: none)")
     g = p.add_argument_group("training step")
     for f in fields(TrainingOptions):
         flag = flag_of(f)
@@ -249,6 +257,7 @@ def _analyze(a) -> dict[str | None, str | bytes]:
         result, trace = analyze_traced(a.model, opts)
     if a.no_timeline:
         result.timeline = []
+    result.job_config = getattr(a, "job_lines", [])
     return {path: (pickle.dumps(predicted_snapshot(trace, opts)) if fmt == "snapshot" else render(result, fmt, a.depth))
             for path, fmt in a.targets}
 
@@ -260,6 +269,7 @@ def _fit(a) -> str:
         report = fit(a.model, training_options(a), a.solve, progress=FitProgress(), max_gpus=a.max_gpus)
     if not report.yours.fits_with_margin:
         a.exit_code = FIT_EXIT_DOES_NOT_FIT
+    report.job_config = getattr(a, "job_lines", [])
     return render_fit(report, a.format)
 
 
@@ -274,8 +284,9 @@ def _analyze_sweep(a) -> dict[str | None, str]:
                                                      "seq_len": sizes["seq_len"][0]}))
     with time_budget(a.timeout), progress_line():
         points = analyze_many(a.model, options, list(sizes["batch_size"]), list(sizes["seq_len"]))
-    if a.no_timeline:
-        for point in points:
+    for point in points:
+        point.result.job_config = getattr(a, "job_lines", [])
+        if a.no_timeline:
             point.result.timeline = []
     return {path: render_sweep(points, fmt, a.depth) for path, fmt in a.targets}
 
@@ -379,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
             args.targets = analyze_targets(args.output, args.format)
             if any(fmt == "snapshot" and path in (None, "-") for path, fmt in args.targets):
                 raise MemgraphError("--format snapshot writes a binary pickle: give --output FILE.pickle")
+        if hasattr(args, "config"):  # analyze, fit: the file's options under the flags given (job_config/apply.py)
+            from memgraph.job_config.apply import apply_to_args
+
+            apply_to_args(args, sys.argv[1:] if argv is None else argv)
         produced = args.run(args)
         reports = produced if isinstance(produced, dict) else {outputs[0]: produced}
         for path, content in reports.items():  # everything rendered first: a failure writes nothing

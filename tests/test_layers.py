@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memgraph"
 LAYERS = [
     {"errors", "units", "version", "cpu_profiler", "private_api", "collector"},  # foundation
     {"facts"},  # what PyTorch, CUDA and the GPUs do, as data
-    {"model_spec"},  # what to build and how to train it
+    {"model_spec", "job_config"},  # what to build and how to train it (job_config: read from a user's config file)
     {"step"},  # the training step built and run: shared by the trace, the real run and each rank
     {"trace", "ds_engine"},  # the step on meta -> the storage event log (ds_engine: DeepSpeed's engine in it)
     {"analysis"},  # passes over the log -> Result

@@ -177,7 +177,8 @@ def test_transformers_model_defaults_state_the_trainer_loop():
     r = analyze("tests/configs/tiny-llama.json", seq_len=16, target="cuda")
     assert r.assumptions == ["attention sdpa (transformers' choice for LlamaForCausalLM)",
                              "optimizer adamw fused (Trainer default adamw_torch_fused)",
-                             "loop trainer (Hugging Face Trainer)", "zero_grad set_to_none"]
+                             "loop trainer (Hugging Face Trainer)", "zero_grad set_to_none",
+                             "precision fp32 (TrainingArguments bf16=False, fp16=False)"]
     assert r.optimizer_impl == "fused"
     assert r.to_dict()["assumptions"] == r.assumptions
 

@@ -31,14 +31,14 @@ HELP_DEFAULTS = {
     "--gpu": "h100-80gb", "--allocator-conf": "$PYTORCH_CUDA_ALLOC_CONF", "--images": "the model's",
     "--loop": "auto", "--stage": "none", "--zero-grad": "set-to-none", "--loss": "auto",
     "--lora-rank": "no LoRA", "--lora-alpha": "8, PEFT's", "--lora-targets": "PEFT's default for the model type",
-    "--lora-dropout": "0.0, PEFT's", "--dora": "off", "--quantize": "none", "--grad-accum": "1",
+    "--lora-dropout": "0.0, PEFT's", "--dora": "off", "--quantize": "none", "--no-kbit-preparation": "off", "--grad-accum": "1",
     "--lora-dtype": "float32, PEFT's", "--bnb-version": "0.50",
     "--optimizer-in-backward": "off",
     "--gpu-memory": "the --gpu board's", "--context-bytes": "estimated", "--cuda-version": "13 (the PyPI wheel of torch 2.13), 12 on Volta",
     "--module-loading": "lazy",
     "--nproc": "1", "--strategy": "none (one GPU)", "--tp-size": "required with fsdp+tp", "--sequence-parallel": "off",
     "--nnodes": "1", "--no-reshard-after-forward": "off",
-    "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off", "--deepspeed": "none",
+    "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off", "--fsdp-autocast": "off", "--deepspeed": "none",
     "--activation-offload": "off", "--checkpoint-impl": "non-reentrant", "--checkpoint-every": "1",
     "--depth-synthesis": "auto",
 }
@@ -109,11 +109,11 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "zero_grad": "zero", "loss": "sum",
             # the fine-tuning knobs exclude --train/--freeze/--stage: defaults here, parsed in tests/test_lora.py
             "lora_rank": None, "lora_alpha": None, "lora_targets": None, "lora_dropout": None, "dora": False,
-            "quantize": None, "lora_dtype": None, "bnb_version": None, "grad_accum": 1, "optimizer_in_backward": False,
+            "quantize": None, "lora_dtype": None, "bnb_version": None, "no_kbit_preparation": False, "grad_accum": 1, "optimizer_in_backward": False,
             "gpu_memory": None, "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager",  # 1.5 GiB = 3 * 512 MiB
 
             "nproc": 8, "strategy": "ddp", "tp_size": None, "sequence_parallel": False, "nnodes": 1,
-            "no_reshard_after_forward": False, "fsdp_mixed_precision": False, "deepspeed": None,
+            "no_reshard_after_forward": False, "fsdp_mixed_precision": False, "fsdp_autocast": False, "deepspeed": None,
             "gradient_as_bucket_view": True,
             "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
             "depth_synthesis": "off"}

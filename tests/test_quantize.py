@@ -30,7 +30,16 @@ def test_nf4_storage_in_the_trace():
     gate = rows["model.layers.0.mlp.gate_proj"]  # no adapter (PEFT's llama default: q_proj, v_proj)
     assert (gate.parameter_bytes, gate.buffer_bytes, gate.trainable_parameters) == (4096, 4 * 512 + 1024, 0)
     assert rows["model.layers.0.self_attn.q_proj.base_layer"].parameter_bytes == 64 * 64 // 2
-    assert rows["lm_head"].parameter_bytes == 1000 * 64 * BF16  # the output embedding stays unquantised
+    # the output embedding stays unquantised, and PEFT's prepare_model_for_kbit_training (assumed by default)
+    # upcasts it to float32: 1000 x 64 x 4 B; without the preparation it keeps the model's bfloat16
+    assert rows["lm_head"].parameter_bytes == 1000 * 64 * 4
+    assert rows["model.embed_tokens"].parameter_bytes == 1000 * 64 * 4  # the input embedding, upcast the same way
+    bare = analyze(str(CONFIGS / "tiny-llama.json"), seq_len=32, lora_rank=4, quantize="4bit", precision="bf16",
+                   gpu="h100-80gb", no_kbit_preparation=True)
+    rows = {m.module: m for m in bare.modules}
+    assert rows["lm_head"].parameter_bytes == 1000 * 64 * BF16
+    assert bare.assumptions[-1] == "precision bf16"  # no k-bit preparation stated
+    assert "prepare_model_for_kbit_training" in r.assumptions[-1] and r.options["gradient_checkpointing"] is False
 
 
 def _live_peak(fn, *existing):
@@ -214,7 +223,8 @@ def test_bnb_042_keeps_every_4bit_input_of_a_traced_step():
     before it), so it is not kept; layer 0's o_proj, gate/up (shared input) and down_proj inputs are, and all
     of layer 1's: q/k/v (shared) 32x64, o_proj 32x64, gate/up 32x64, down 32x128, each 512-byte rounded
     (32 * 64 * 2 = 4096 B, 32 * 128 * 2 = 8192 B). lm_head is not quantised."""
-    kw = dict(seq_len=32, lora_rank=4, quantize="nf4", precision="bf16", gpu="h100-80gb", optimizer="sgd")
+    kw = dict(seq_len=32, lora_rank=4, quantize="nf4", precision="bf16", gpu="h100-80gb", optimizer="sgd",
+              no_kbit_preparation=True)  # bitsandbytes' own retention, without PEFT's checkpointing
     new = analyze(str(CONFIGS / "tiny-llama.json"), **kw)
     old = analyze(str(CONFIGS / "tiny-llama.json"), bnb_version="0.42", **kw)
     layer0 = 4096 + 4096 + 8192  # o_proj, gate/up, down inputs

@@ -144,6 +144,8 @@ class Result:
     # --strategy runs: one entry per group of ranks with equal figures (api.add_rank_figures), rank 0's first:
     # {ranks, first_iteration_peak, steady_state_peak, steady_state_reserved, steady_state_device_total}
     ranks: list[dict] = field(default_factory=list)
+    # --config FILE: each value taken from the user's training config, and each ignored field that could matter
+    job_config: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -17,7 +17,11 @@ def _verdict(o: Outcome) -> str:
 
 
 def render_fit(r: FitReport, fmt: str = "table") -> str:
-    return _json(r) if fmt == "json" else _table(r)
+    config = getattr(r, "job_config", [])  # --config FILE: the values taken from it (memgraph/job_config/)
+    if fmt == "json":
+        text = _json(r)
+        return text if not config else json.dumps({**json.loads(text), "config": config}, indent=2) + "\n"
+    return "".join(f"config: {line}\n" for line in config) + _table(r)
 
 
 def _json(r: FitReport) -> str:

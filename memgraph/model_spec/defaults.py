@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from memgraph.model_spec.build import resolve_attention
+from memgraph.model_spec.framework_defaults import framework_defaults
 from memgraph.model_spec.optimizers import resolve_impl
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
@@ -49,6 +50,7 @@ def resolve_defaults(spec: ModelSpec, opts: TrainingOptions) -> Resolved:
     loop = opts.loop if opts.loop != "auto" else ("trainer" if hf else "plain")
     impl_option, impl, impl_why = _optimizer_impl(opts, loop)
     resolved = replace(opts, attn_implementation=attn, loop=loop, optimizer_impl=impl_option)
+    resolved, framework_said = framework_defaults(resolved, hf, _checkpoint_dtype(spec))  # precision, FSDP policy, PEFT k-bit preparation
     said = []
     if hf:
         why = f" (transformers' choice for {spec.model_class})" if opts.attn_implementation == "auto" else ""
@@ -58,6 +60,7 @@ def resolve_defaults(spec: ModelSpec, opts: TrainingOptions) -> Resolved:
     loop_why = {"trainer": "Hugging Face Trainer", "plain": "a module:function model's own loop"}[loop]
     said.append(f"loop {loop}" + (f" ({loop_why})" if opts.loop == "auto" else ""))
     said.append(f"zero_grad {opts.zero_grad.replace('-', '_')}")
+    said += framework_said
     if not hf:
         said.append("loss " + {"auto": "the scalar output, else out.sum()", "sum": "out.sum()",
                                "cross-entropy": "F.cross_entropy(out, target)"}[opts.loss])
@@ -83,3 +86,12 @@ def trainer_default_adamw_fused() -> bool:
     """Whether the installed torch makes ``TrainingArguments.optim`` default to ``adamw_torch_fused``."""
     version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
     return version >= TRAINER_FUSED_ADAMW_FROM_TORCH
+
+
+def _checkpoint_dtype(spec: ModelSpec) -> str | None:
+    """The dtype a transformers config says its checkpoint is stored in (``dtype``, formerly ``torch_dtype``)."""
+    config = spec.config
+    if config is None:
+        return None
+    dtype = getattr(config, "dtype", None)  # transformers 5 reads a config's torch_dtype into dtype
+    return str(dtype).removeprefix("torch.") if dtype is not None else None

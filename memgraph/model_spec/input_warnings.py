@@ -29,7 +29,7 @@ def input_warnings(spec, opts: TrainingOptions) -> list[str]:
     cfg = spec.config
     if cfg is None:
         return []
-    out = []
+    out = list(getattr(spec, "warnings", []))  # sizing fields a user's config.json left out (config_defaults.py)
     if spec.task in SEQUENCE_TASKS:
         out += _rotary_positions(cfg, opts, spec.defaults)
     if spec.task in FIXED_IMAGE_TASKS and opts.image_size is not None:

@@ -80,6 +80,12 @@ def apply_finetuning(model: torch.nn.Module, opts: TrainingOptions) -> torch.nn.
         from memgraph.model_spec.quantize import quantize_base_linears
 
         quantize_base_linears(model, opts)
+        from memgraph.model_spec.framework_defaults import upcasts_unquantised
+
+        if upcasts_unquantised(opts):  # PEFT's prepare_model_for_kbit_training (model_spec/kbit_preparation.py)
+            from memgraph.model_spec.kbit_preparation import upcast_unquantised
+
+            upcast_unquantised(model)
     return model
 
 

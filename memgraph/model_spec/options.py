@@ -352,6 +352,11 @@ class TrainingOptions:
         "each quantised layer's input until the graph is freed, and before 0.50 its forward always dequantises the "
         "whole weight (memgraph/facts/bitsandbytes.py)",
         choices=BNB_VERSIONS, metavar="X.Y", default_text=f"{MODELLED_BNB_VERSION}", noun="bitsandbytes version")
+    no_kbit_preparation: bool = option(
+        False, "--no-kbit-preparation",
+        "with `--quantize`: skip PEFT's `prepare_model_for_kbit_training`, which is otherwise assumed (gradient "
+        "checkpointing on, reentrant; input embeddings' output requiring grad; the base model's bfloat16/float16 "
+        "parameters that are not quantised, norms, embeddings and `lm_head`, upcast to float32)")
     grad_accum: int = option(
         1, "--grad-accum", "micro-steps per optimizer step; gradients accumulate between them", metavar="N",
         parse=positive_int, noun="gradient accumulation steps")
@@ -425,7 +430,12 @@ class TrainingOptions:
         False, "--fsdp-mixed-precision",
         "`fsdp`, `zero2`, `zero3` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
         "reduce_dtype=float32)` instead of autocast: float32 shards, parameters gathered and used in bfloat16, "
-        "gradients reduced in float32")
+        "gradients reduced in float32; assumed there unless `--fsdp-autocast`")
+    fsdp_autocast: bool = option(
+        False, "--fsdp-autocast",
+        "`fsdp`, `zero2`, `zero3`, `fsdp+tp` with `--precision bf16-mixed`: autocast over the gathered float32 "
+        "weights and no FSDP2 `MixedPrecisionPolicy` (a plain FSDP2 script); without it the policy of "
+        "`--fsdp-mixed-precision` is assumed, as accelerate's FSDP plugin sets for `mixed_precision: bf16`")
     deepspeed: str | None = option(
         None, "--deepspeed",
         "a DeepSpeed config (ds_config.json, ZeRO stage 0-3; offload is refused, not modelled yet): the model wrapped by DeepSpeed's own "
@@ -545,6 +555,10 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
     if opts.fsdp_mixed_precision and (opts.strategy not in sharded or opts.precision != "bf16-mixed"):
         raise MemgraphError("--fsdp-mixed-precision replaces autocast under FSDP2: pass --strategy "
                             f"{'|'.join(sharded)} --precision bf16-mixed with it, or drop it")
+    if opts.fsdp_autocast and (opts.strategy not in sharded or opts.precision != "bf16-mixed"
+                               or opts.fsdp_mixed_precision):
+        raise MemgraphError("--fsdp-autocast keeps autocast under FSDP2 without a MixedPrecisionPolicy: pass --strategy "
+                            f"{'|'.join(sharded)} --precision bf16-mixed with it, without --fsdp-mixed-precision")
     if opts.gradient_as_bucket_view and opts.strategy not in ("ddp", "zero1"):
         raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp or zero1, or drop it")
 
@@ -584,6 +598,9 @@ def _knobs_consistent(o: TrainingOptions) -> None:
     if o.bnb_version is not None and o.quantize not in ("4bit", "nf4"):
         raise MemgraphError(f"--bnb-version {o.bnb_version} changes the 4-bit path only: pass --quantize 4bit or nf4, "
                             "or drop --bnb-version")
+    if o.no_kbit_preparation and o.quantize is None:
+        raise MemgraphError("--no-kbit-preparation skips PEFT's k-bit preparation of a quantised model: pass --quantize, "
+                            "or drop it")
     if o.quantize is not None and o.dora:
         raise MemgraphError("--dora with --quantize is not modelled: drop one of them")
     if o.optimizer in BNB_8BIT_OPTIMIZERS and o.target != "cuda":

@@ -15,8 +15,9 @@ from typing import Callable
 import torch
 
 from memgraph.errors import MemgraphError
-from memgraph.model_spec import zoo
+from memgraph.model_spec import hub, zoo
 from memgraph.model_spec.config_checks import check_config, check_fields
+from memgraph.model_spec.config_defaults import default_warnings
 from memgraph.model_spec.inputs import Batch, parse_input
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.tasks import TASKS, task_for_class
@@ -34,6 +35,7 @@ class ModelSpec:
     config: object | None = None  # transformers PretrainedConfig
     model_class: str | None = None
     factory: Callable[[], torch.nn.Module] | None = None  # for callables
+    warnings: list[str] = field(default_factory=list)  # sizing fields a user's config left to defaults
 
     def build(self, opts: TrainingOptions, dtype: torch.dtype) -> torch.nn.Module:
         """Build the model on the current default device (call under ``torch.device(...)``)."""
@@ -91,13 +93,33 @@ def resolve(ref: str) -> ModelSpec:
         return _from_config_path(path)
     if ":" in ref and not ref.endswith(".json"):
         return _from_callable(ref)
+    if hub.is_hub_id(ref):  # org/name: the zoo entry of that source, else the local Hugging Face cache (hub.py)
+        return _from_hub_id(ref)
     if ref.endswith(".json") or "/" in ref:
         raise MemgraphError(f"config file {ref!r} not found: pass an existing config.json or model folder")
-    entry = zoo.get(ref)
+    return _from_zoo(zoo.get(ref))
+
+
+def _from_zoo(entry) -> ModelSpec:
     return ModelSpec(
         name=entry.name, source="zoo", task=entry.task, defaults=dict(entry.defaults),
         config=_make_config(dict(entry.config), entry.name), model_class=entry.model_class,
     )
+
+
+def _from_hub_id(ref: str) -> ModelSpec:
+    entry = hub.zoo_entry(ref)
+    if entry is not None:
+        return _from_zoo(entry)
+    folder = hub.cached_snapshot(ref)
+    if folder is None:
+        raise hub.not_fetched(ref)
+    spec = _from_config_path(folder)
+    spec.name = ref
+    size = hub.processor_image_size(folder)
+    if size is not None:
+        spec.defaults["image_size"] = size
+    return spec
 
 
 def _make_config(data: dict, where: str):
@@ -166,8 +188,9 @@ def _from_config_path(path: Path) -> ModelSpec:
             "*ForImageClassification, T5/Bart/Whisper, "
             "CLIP/SigLIP, image-text-to-text and speech-seq2seq classes of transformers' auto mappings"
         )
-    return ModelSpec(name=str(file), source="config", task=task, config=_make_config(data, str(file)),
-                     model_class=cls)
+    config = _make_config(dict(data), str(file))
+    return ModelSpec(name=str(file), source="config", task=task, config=config, model_class=cls,
+                     warnings=default_warnings(data, config, str(file)))
 
 
 def _from_callable(ref: str) -> ModelSpec:

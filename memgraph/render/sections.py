@@ -40,10 +40,11 @@ def summary(r: Result) -> Section:
         f"target: {r.target} (predicts {r.metric})",
         f"batch: {', '.join(r.batch)}",
         f"precision {o['precision']}, optimizer {o['optimizer']} ({r.optimizer_impl}), "
-        f"attention {o['attn_implementation']}, gradient checkpointing {'on' if o['gradient_checkpointing'] else 'off'}, "
+        f"attention {o['attn_implementation']}, gradient checkpointing {_checkpointing(r)}, "
         f"{o['loop']} loop" + (f", stage {o['stage']}" if o["stage"] else ""),
         f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)",
         *([f"assumed: {', '.join(r.assumptions)}"] if r.assumptions else []),
+        *(f"config: {line}" for line in getattr(r, "job_config", [])),
         *(f"warning: {w}" for w in r.warnings),
         "",
         f"steady-state peak:   {human_bytes(r.steady_state_peak.bytes)} ({r.steady_state_peak.bytes:,} B) at "
@@ -54,6 +55,14 @@ def summary(r: Result) -> Section:
     if r.device:
         lines += device_lines(r)
     return Section("memgraph analyze", lines, preformatted=True, key="summary")
+
+
+def _checkpointing(r: Result) -> str:
+    """on / off as given, or on where a framework default turns it on (model_spec/framework_defaults.py)."""
+    if r.options["gradient_checkpointing"]:
+        return "on"
+    assumed = any("gradient checkpointing on" in a for a in r.assumptions)
+    return "on (assumed)" if assumed else "off"
 
 
 def device_lines(r: Result) -> list[str]:

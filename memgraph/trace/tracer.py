@@ -15,6 +15,7 @@ from memgraph.facts.ops.registry import workspace_bytes
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.lora import finetuning_notes
 from memgraph.model_spec.modality import module_modalities
+from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE_NAME, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import grad_scaler_state
@@ -92,7 +93,8 @@ def trace_training(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Tra
 
 
 def _trace_all_layers(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
-    with distributed_run(opts, rank=rank) as run:  # --strategy: the fake process group of `rank`, set up and torn down
+    # the wrapper runs the resolved options too (the FSDP2 policy of model_spec/framework_defaults.py)
+    with distributed_run(resolve_defaults(spec, opts).options, rank=rank) as run:  # --strategy: the fake process group of `rank`, set up and torn down
         return _trace_training(spec, opts, run)
 
 

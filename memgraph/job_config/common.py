@@ -1,0 +1,171 @@
+"""Field mappings more than one format shares (Trainer-derived fields, LoRA targets, packing, FSDP, DeepSpeed)."""
+
+from __future__ import annotations
+
+import json
+
+from memgraph.errors import MemgraphError
+from memgraph.job_config.mapping import JobConfig, has_option, positive  # noqa: F401  (positive: re-exported)
+
+ATTENTION = {"flash_attention_2": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
+
+
+def take_model(job: JobConfig, doc: dict, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        value = doc.get(key)
+        if isinstance(value, str) and value.strip():
+            job.model, job.model_key = value.strip(), key
+            return
+
+
+def take_int(job: JobConfig, doc: dict, key: str, option: str, where: str) -> int | None:
+    value = positive(doc, key, where)
+    if value is not None:
+        job.take(key, value, option, value)
+    return value
+
+
+def number(value, key: str, kind=float):
+    """``value`` as a float (or ``kind``), or a one-line error naming the field."""
+    if isinstance(value, bool):
+        raise MemgraphError(f"--config: {key} {value!r} is not a number: fix the file")
+    try:
+        out = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise MemgraphError(f"--config: {key} {value!r} is not a number: fix the file") from None
+    if kind is int and out != value:
+        raise MemgraphError(f"--config: {key} {value!r} is not a whole number: fix the file")
+    return out
+
+
+def truthy(value) -> bool:
+    """YAML/JSON booleans as the frameworks read them (axolotl's ``bf16: auto`` means on where supported)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "auto", "yes", "1")
+    return bool(value)
+
+
+def take_precision_hf(job: JobConfig, doc: dict, quantized: bool, dtype_keys=("torch_dtype", "dtype")) -> None:
+    """``torch_dtype`` (the weights' dtype, transformers' ``from_pretrained``) and the Trainer's ``bf16``/``fp16``
+    (autocast): bfloat16 weights train as ``bf16``; float32 weights with ``bf16: true`` as ``bf16-mixed``."""
+    dtype_key = next((k for k in dtype_keys if doc.get(k) is not None), None)
+    dtype = str(doc.get(dtype_key)).lower() if dtype_key else None
+    if dtype in ("bfloat16", "bf16"):
+        job.take(dtype_key, doc[dtype_key], "precision", "bf16",
+                 "bfloat16 weights; the Trainer's bf16 autocast over them is not modelled apart")
+    elif dtype in ("float16", "fp16"):
+        job.take(dtype_key, doc[dtype_key], "precision", "fp16", "float16 weights")
+    elif truthy(doc.get("bf16")):
+        if quantized:  # QLoRA computes in bfloat16 (bnb_4bit_compute_dtype): memgraph's bf16 QLoRA
+            job.take("bf16", doc["bf16"], "precision", "bf16", "a quantised model computes in bfloat16")
+        else:
+            job.take("bf16", doc["bf16"], "precision", "bf16-mixed", "float32 weights under bf16 autocast")
+    elif truthy(doc.get("fp16")):
+        job.take("fp16", doc["fp16"], "precision", "fp16-mixed", "float32 weights, fp16 autocast + GradScaler")
+    if dtype is not None and dtype not in ("bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
+        job.ignore(dtype_key, doc[dtype_key], "the checkpoint's own dtype is not known offline; pass --precision")
+
+
+def take_checkpointing(job: JobConfig, doc: dict, keys: tuple[str, ...], kwargs_keys: tuple[str, ...]) -> None:
+    key = next((k for k in keys if doc.get(k) is not None), None)
+    if key is None:
+        return
+    on = truthy(doc[key])
+    job.take(key, doc[key], "gradient_checkpointing", on)
+    if not on:
+        return
+    kw_key = next((k for k in kwargs_keys if doc.get(k) is not None), None)
+    kwargs = doc.get(kw_key) if kw_key else None
+    if isinstance(kwargs, str) and kwargs.strip().startswith("{"):  # the Trainer reads a JSON string too
+        try:
+            kwargs = json.loads(kwargs)
+        except json.JSONDecodeError:
+            raise MemgraphError(f"--config: {kw_key} {kwargs!r} is not a JSON object: fix the file") from None
+    if isinstance(kwargs, dict) and "use_reentrant" in kwargs:
+        reentrant = truthy(kwargs["use_reentrant"])
+        job.take(f"{kw_key}.use_reentrant", kwargs["use_reentrant"], "checkpoint_impl",
+                 "reentrant" if reentrant else "non-reentrant")
+
+
+def take_attention(job: JobConfig, key: str, value) -> None:
+    if value is None:
+        return
+    mapped = ATTENTION.get(str(value))
+    if mapped is None:
+        job.ignore(key, value, "an attention implementation memgraph does not trace; pass --attn")
+    else:
+        job.take(key, value, "attn_implementation", mapped)
+
+
+def take_lora_targets(job: JobConfig, key: str, value) -> None:
+    if value in (None, [], ""):
+        return
+    if isinstance(value, str):
+        names = "all-linear" if value.strip() in ("all-linear", "all") else value.strip()
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        names = ",".join(v.strip() for v in value)
+    else:
+        raise MemgraphError(f"--config: {key} {value!r} is not a list of module names: fix the file")
+    job.take(key, value, "lora_targets", names)
+
+
+def take_packing(job: JobConfig, batch: int, length: int | None, length_key: str | None, *, packing=None,
+                 padding_free=None, flatten: bool = True, how: str = "") -> None:
+    """Tokens per step: ``length`` per sample, padded to the longest (the longest possible is assumed) or packed
+    full; padding-free collators (``flatten``) concatenate the batch into one row of ``batch x length`` tokens."""
+    if length is None:
+        return
+    packed, free = truthy(packing), truthy(padding_free)
+    if (packed or free) and flatten:
+        which = "padding_free" if free else "packing"
+        job.take(length_key, length, "seq_len", batch * length,
+                 f"{which}: {how} concatenates the {batch} samples of a step into one row of {batch} x {length} "
+                 "tokens with position_ids")
+        job.options["batch_size"] = 1
+        job.taken.append(f"{which} true -> --batch-size 1 (the one padding-free row)")
+    elif packed:
+        job.take(length_key, length, "seq_len", length, f"packing: {how} fills every row to {length} tokens")
+    else:
+        job.take(length_key, length, "seq_len", length,
+                 "samples padded to the longest in the batch: the longest allowed is assumed")
+
+
+FSDP_OPTIONS = {"full_shard": "fsdp", "shard_grad_op": "zero2", "hybrid_shard": "fsdp"}
+
+
+def take_fsdp_trainer(job: JobConfig, doc: dict) -> None:
+    """``TrainingArguments.fsdp`` (``"full_shard auto_wrap"`` or a list) and ``fsdp_config``."""
+    value = doc.get("fsdp")
+    if value in (None, "", False, []):
+        return
+    words = value.split() if isinstance(value, str) else [str(v) for v in value] if isinstance(value, list) else []
+    strategy = next((FSDP_OPTIONS[w] for w in words if w in FSDP_OPTIONS), "fsdp" if value is True else None)
+    if strategy is None:
+        job.ignore("fsdp", value, "no sharding strategy memgraph models (full_shard, shard_grad_op)")
+        return
+    job.take("fsdp", value, "strategy", strategy, "FSDP2 fully_shard per transformer block")
+    if "offload" in words:
+        job.ignore("fsdp offload", True, "CPU offload of parameters is not modelled: the prediction is without it")
+    if "hybrid_shard" in words:
+        job.ignore("fsdp hybrid_shard", True, "the node count is not in the file: pass --nnodes")
+    cfg = doc.get("fsdp_config") or {}
+    if isinstance(cfg, dict):
+        cfg = {k.removeprefix("fsdp_"): v for k, v in cfg.items()}  # the Trainer strips the prefix the same way
+        if cfg.get("activation_checkpointing") is not None:
+            job.take("fsdp_config.activation_checkpointing", cfg["activation_checkpointing"],
+                     "gradient_checkpointing", truthy(cfg["activation_checkpointing"]))
+        if cfg.get("reshard_after_forward") is not None and not truthy(cfg["reshard_after_forward"]) \
+                and strategy == "fsdp":
+            job.take("fsdp_config.reshard_after_forward", cfg["reshard_after_forward"], "no_reshard_after_forward", True)
+
+
+def take_deepspeed(job: JobConfig, key: str, value) -> None:
+    """A DeepSpeed config path: the ``deepspeed`` option (the DeepSpeed engine is modelled there)."""
+    if value in (None, "", False):
+        return
+    if isinstance(value, dict):
+        job.ignore(key, "{...}", "an inline DeepSpeed config: save it as ds_config.json and pass --deepspeed")
+    elif has_option("deepspeed"):
+        job.take(key, value, "deepspeed", str(value))
+    else:
+        job.ignore(key, value, "DeepSpeed's engine is not in this memgraph: the prediction is without it")
