@@ -12,7 +12,7 @@ from pathlib import Path
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions, flag_of, positive_int, positive_seconds
-from memgraph.output import check_output_path, is_file_target, write_output
+from memgraph.output import check_output_path, is_file_target, standard_stream, write_output
 from memgraph.render.formats import EXTENSION_FORMATS, FORMATS
 from memgraph.version import __version__
 from memgraph.watch import progress_line, time_budget
@@ -335,6 +335,11 @@ def _quiet_transformers() -> None:
         hf_logging.set_verbosity_error()
 
 
+# An internal error is memgraph's own bug (every input it refuses is a MemgraphError): how to report it.
+INTERNAL_ERROR_HELP = (f"this is a bug in memgraph {__version__}: please report it with the command you ran and the "
+                       "traceback that the same command prints with --debug")
+
+
 # Commands that trace on meta and render, or only list: the collector run() pauses stays paused to the end.
 COLLECTOR_PAUSED_COMMANDS = ("analyze", "fit", "gpus", "models")
 
@@ -358,15 +363,15 @@ def main(argv: list[str] | None = None) -> int:
         for path, content in reports.items():  # everything rendered first: a failure writes nothing
             write_output(content, path)
             if is_file_target(path):
-                print(f"memgraph: wrote {path} ({len(content):,} bytes)", file=sys.stderr)
+                print(f"memgraph: wrote {path} ({len(content):,} bytes)", file=standard_stream("stderr"))
         return getattr(args, "exit_code", 0)
     except MemgraphError as e:
         if args.debug:
             raise
-        print(f"memgraph: error: {e}", file=sys.stderr)
+        print(f"memgraph: error: {e}", file=standard_stream("stderr"))
         return 2
     except KeyboardInterrupt:
-        print("memgraph: interrupted", file=sys.stderr)
+        print("memgraph: interrupted", file=standard_stream("stderr"))
         return 130
     except BrokenPipeError:  # the reader went away (memgraph ... | head): end quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -375,15 +380,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         first = str(e).splitlines()[0] if str(e) else ""
-        print(f"memgraph: internal error: {type(e).__name__}: {first} (rerun with --debug for the traceback)",
-              file=sys.stderr)
+        print(f"memgraph: internal error: {type(e).__name__}: {first}; {INTERNAL_ERROR_HELP}", file=standard_stream("stderr"))
         return 1
     except BaseException as e:  # SystemExit, GeneratorExit or another BaseException from the user's model code:
         # memgraph itself raises none inside run (argparse's exits happen before), so it is the model's doing
         if args.debug:
             raise
         print(f"memgraph: error: the model's code raised {type(e).__name__}({str(e)[:80]!r}) while memgraph ran it; "
-              "a model or factory must return, not exit (rerun with --debug for the traceback)", file=sys.stderr)
+              "a model or factory must return, not exit (rerun with --debug for the traceback)",
+              file=standard_stream("stderr"))
         return 2
     return 0
 
@@ -412,8 +417,8 @@ def run() -> None:
     gc.disable()
     code = main()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        standard_stream("stdout").flush()
+        standard_stream("stderr").flush()
     except BrokenPipeError:
         code = code or 0
     os._exit(code)
