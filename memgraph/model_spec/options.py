@@ -15,6 +15,7 @@ from typing import Any
 from memgraph.errors import MemgraphError
 from memgraph.facts.bitsandbytes import BNB_VERSIONS, MODELLED_BNB_VERSION
 from memgraph.facts.cuda_allocator import AllocatorOptions
+from memgraph.model_spec.option_types import check_types
 from memgraph.facts.gpus import (
     CUDA_MAJORS,
     DEFAULT_GPU,
@@ -444,6 +445,7 @@ class TrainingOptions:
         choices=DEPTH_SYNTHESIS, analyze_only=True)
 
     def __post_init__(self):
+        check_types(self)  # the Python API's values: each of its field's type (model_spec/option_types.py)
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
             raise MemgraphError(
                 f"iterations {self.iterations}: pass --iterations from {MIN_ITERATIONS} (the steady state needs "

@@ -20,6 +20,7 @@ from memgraph.model_spec.config_checks import check_config, check_fields
 from memgraph.model_spec.inputs import Batch, parse_input
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.tasks import TASKS, task_for_class
+from memgraph.model_spec.user_code import call_failure, import_failure
 from memgraph.private_api import model_from_config
 
 
@@ -38,7 +39,13 @@ class ModelSpec:
     def build(self, opts: TrainingOptions, dtype: torch.dtype) -> torch.nn.Module:
         """Build the model on the current default device (call under ``torch.device(...)``)."""
         if self.factory is not None:
-            model = self.factory()
+            try:
+                model = self.factory()
+            except MemgraphError:
+                raise
+            except Exception as e:  # the user's factory failing is the user's error: say where
+                raise call_failure(f"model {self.name!r}: its factory failed", e,
+                                   "fix the function, or the module it builds") from e
             if not isinstance(model, torch.nn.Module):
                 raise MemgraphError(f"{self.name} returned {type(model).__name__}, not a torch.nn.Module")
             return model.to(dtype=dtype) if dtype != torch.float32 else model
@@ -87,7 +94,7 @@ class ModelSpec:
 def resolve(ref: str) -> ModelSpec:
     """Turn a zoo name, a config.json path / model folder, or ``module:function`` into a ModelSpec."""
     path = Path(ref)
-    if path.exists():
+    if _exists(path):
         return _from_config_path(path)
     if ":" in ref and not ref.endswith(".json"):
         return _from_callable(ref)
@@ -98,6 +105,14 @@ def resolve(ref: str) -> ModelSpec:
         name=entry.name, source="zoo", task=entry.task, defaults=dict(entry.defaults),
         config=_make_config(dict(entry.config), entry.name), model_class=entry.model_class,
     )
+
+
+def _exists(path: Path) -> bool:
+    """``path.exists()``, False for a name the file system cannot hold (ENAMETOOLONG): not a file, then."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def _make_config(data: dict, where: str):
@@ -174,11 +189,19 @@ def _from_callable(ref: str) -> ModelSpec:
     module_ref, _, func_name = ref.partition(":")
     if not module_ref or not func_name.isidentifier():
         raise MemgraphError(f"model {ref!r} is not module:function, a zoo name, or an existing config path")
+    if module_ref.startswith("."):
+        raise MemgraphError(f"model {ref!r}: {module_ref!r} is a relative module reference, and memgraph imports from "
+                            "the current folder: name the module (pkg.mod:function) or its file (path/mod.py:function)")
     folder, module_name = _module_location(module_ref)
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise MemgraphError(f"model {ref!r}: {module_name[:80]!r} is not a Python module name: name a module "
+                            "(pkg.mod:function) or a file (path/mod.py:function)")
     try:
         module = import_from_folder(module_name, folder)
     except ImportError as e:
         raise MemgraphError(f"cannot import module {module_name!r} for {ref!r}: {e}") from None
+    except Exception as e:  # the user's module failing at import (SyntaxError, a bad encoding, a raise)
+        raise import_failure(module_name, ref, e) from None
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise MemgraphError(f"module {module_name!r} has no callable {func_name!r}")

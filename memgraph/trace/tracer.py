@@ -35,6 +35,7 @@ from memgraph.trace.event_log import EventLog, Origin, Role
 from memgraph.trace.fused_optimizers import fused_on_meta
 from memgraph.trace.grad_scaler import make_scaler
 from memgraph.trace.layerdrop import every_layer_runs, layerdrop_note
+from memgraph.trace.model_errors import model_failures
 from memgraph.trace.module_tracking import ModuleStack
 from memgraph.trace.meta_kernels import MetaKernelFixes
 from memgraph.trace.recorder import Recorder
@@ -61,25 +62,6 @@ class Trace:
     modalities: dict[str, str] = field(default_factory=dict)  # module path -> modality group (model_spec/modality.py)
     unknowns: list[BoundedUnknown] = field(default_factory=list)  # bounded unknowns the trace met (facts/unknowns.py)
     assumptions: list[str] = field(default_factory=list)  # the loop's defaults, resolved (model_spec/defaults.py)
-
-
-@contextlib.contextmanager
-def _model_refusals(model: str):
-    """A ValueError raised by the model's own Python code (transformers' or the user's, not torch's or
-    memgraph's) is the model refusing its inputs, e.g. ViT's "Input image size (300*300) doesn't match model
-    (224*224)": a one-line MemgraphError naming it, not an internal error."""
-    try:
-        yield
-    except ValueError as e:
-        tb = e.__traceback__
-        while tb.tb_next is not None:
-            tb = tb.tb_next
-        where = tb.tb_frame.f_code.co_filename.replace("\\", "/")
-        if "/torch/" in where or "/memgraph/" in where:
-            raise
-        first = (str(e).splitlines()[0] if str(e) else type(e).__name__).rstrip(".")
-        raise MemgraphError(f"{model} refused the inputs memgraph built from your options: {first}; "
-                            "change the option that sets them (--image-size, --seq-len, --input, ...)") from e
 
 
 def trace_training(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
@@ -157,7 +139,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
-            with _model_refusals(spec.name):
+            with model_failures(spec.name, lambda: (rec.phase, modules.current, rec.iteration)):
                 iteration_function(opts)(runner, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
                                 autocast=forward_context, loop=opts.loop,
                                 scaler=scaler, zero_grad=opts.zero_grad,

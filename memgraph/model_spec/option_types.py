@@ -1,0 +1,86 @@
+"""The type of every :class:`~memgraph.model_spec.options.TrainingOptions` field, checked before its value.
+
+The command line parses text into the right types; the Python API takes whatever the caller passes, so
+``gradient_checkpointing='no'`` (a true string), ``audio_seconds='1'``, ``allocator_conf=123`` or ``train=None``
+would be taken as meant or fail deep inside. Each field's annotation says what it takes; a value of another type
+is one :class:`~memgraph.errors.MemgraphError` naming the field, its flag and the value. A list where a tuple is
+meant (as JSON gives it back) is taken as the tuple.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import Field, fields
+
+from memgraph.errors import MemgraphError
+
+# --audio-seconds: the clip is sampled at 16 kHz (the `sampling_rate` default of transformers' Whisper and
+# Wav2Vec2 feature extractors, 5.23), and its samples are a count memgraph can use (options.MAX_COUNT).
+AUDIO_SAMPLING_RATE = 16_000
+MAX_COUNT = 2**31 - 1
+MAX_AUDIO_SECONDS = MAX_COUNT // AUDIO_SAMPLING_RATE  # 134,217 s, 37 hours
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+# annotation -> (test, what it takes)
+_KINDS = {
+    "bool": (lambda v: isinstance(v, bool), "True or False"),
+    "int": (_is_int, "a whole number"),
+    "float": (_is_number, "a number"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "tuple[str, ...]": (lambda v: isinstance(v, (tuple, list)) and all(isinstance(x, str) for x in v),
+                        "a tuple of strings, e.g. ('lm_head*',)"),
+    "int | tuple[int, int]": (lambda v: _is_int(v) or (isinstance(v, (tuple, list)) and all(map(_is_int, v))),
+                              "a whole number or (height, width)"),
+}
+
+
+def check_types(opts) -> None:
+    """Refuse the first field of ``opts`` whose value is not of its annotated type (see the module docstring)."""
+    for f in fields(opts):
+        value = getattr(opts, f.name)
+        kind, optional = _kind(f)
+        if value is None and optional:
+            continue
+        test, takes = _KINDS[kind]
+        if not test(value) and not _digit_choice(f, value):
+            raise MemgraphError(f"{_named(f)} is {_shown(value)} ({type(value).__name__}); it takes {takes}"
+                                + (" or None" if optional else ""))
+        if kind == "tuple[str, ...]" and isinstance(value, list):
+            object.__setattr__(opts, f.name, tuple(value))
+    seconds = opts.audio_seconds
+    if seconds is not None and not (math.isfinite(seconds) and 0 < seconds <= MAX_AUDIO_SECONDS):
+        raise MemgraphError(f"audio length {seconds!r}: pass --audio-seconds greater than 0 and at most "
+                            f"{MAX_AUDIO_SECONDS:,} ({MAX_COUNT:,} samples at {AUDIO_SAMPLING_RATE:,} Hz)")
+
+
+def _kind(f: Field) -> tuple[str, bool]:
+    annotation = str(f.type)
+    optional = annotation.endswith(" | None")
+    return annotation.removesuffix(" | None"), optional
+
+
+def _digit_choice(f: Field, value) -> bool:
+    """``stage=2``, ``cuda_version=13``: a whole number for a choice written in digits (the API's convenience)."""
+    from memgraph.model_spec.options import flag_of
+
+    choices = flag_of(f).choices
+    return _is_int(value) and choices is not None and str(value) in choices
+
+
+def _named(f: Field) -> str:
+    from memgraph.model_spec.options import flag_of
+
+    return f"{f.name} ({flag_of(f).name})"
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
