@@ -16,7 +16,16 @@ import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec import zoo
-from memgraph.model_spec.config_checks import check_config, check_fields
+from memgraph.model_spec.config_checks import (
+    check_architectures,
+    check_config,
+    check_family,
+    check_field_names,
+    check_fields,
+    check_huge_integers,
+    check_token_ids,
+    parse_json_int,
+)
 from memgraph.model_spec.inputs import Batch, parse_input
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.tasks import TASKS, task_for_class
@@ -129,9 +138,13 @@ def _make_config(data: dict, where: str):
         raise MemgraphError(f"{where}: model_type {model_type!r} is not known to transformers "
                             f"{_transformers_version()}: fix the config or upgrade transformers")
     check_fields(data, where)
+    check_field_names(data, where)
+    check_token_ids(data, where)
     for key, value in data.items():  # raw sub-configs (text_config, vision_config, ...)
         if isinstance(value, dict):
             check_fields(value, f"{where} ({key})")
+            check_field_names(value, f"{where} ({key})")
+            check_token_ids(value, f"{where} ({key})")
     try:
         from huggingface_hub.errors import StrictDataclassError  # transformers' config field validators
     except ImportError:
@@ -160,19 +173,16 @@ def _from_config_path(path: Path) -> ModelSpec:
     if not file.is_file():
         raise MemgraphError(f"model folder {str(path)!r} has no config.json: pass the config file itself")
     try:
-        data = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        data = json.loads(file.read_text(), parse_int=parse_json_int)
+    except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
         raise MemgraphError(f"config {str(file)!r} is not valid JSON ({e}): fix or re-download it") from None
     except RecursionError:
         raise MemgraphError(f"config {str(file)!r} is nested too deeply to be a config.json: fix or re-download it") from None
     if not isinstance(data, dict):
         raise MemgraphError(f"config {str(file)!r} is not a JSON object: pass a transformers config.json")
-    architectures = data.get("architectures") or []
-    if not architectures:
-        raise MemgraphError(
-            f"config {str(file)!r} names no 'architectures': add e.g. \"architectures\": [\"LlamaForCausalLM\"]"
-        )
-    cls = architectures[0]
+    check_huge_integers(data, str(file))
+    cls = check_architectures(data.get("architectures"), str(file))
+    check_family(cls, data.get("model_type"), str(file))
     task = task_for_class(cls)
     if task is None:
         raise MemgraphError(
