@@ -4,7 +4,8 @@ The command line parses text into the right types; the Python API takes whatever
 ``gradient_checkpointing='no'`` (a true string), ``audio_seconds='1'``, ``allocator_conf=123`` or ``train=None``
 would be taken as meant or fail deep inside. Each field's annotation says what it takes; a value of another type
 is one :class:`~memgraph.errors.MemgraphError` naming the field, its flag and the value. A list where a tuple is
-meant (as JSON gives it back) is taken as the tuple.
+meant (as JSON gives it back) is taken as the tuple. Counts and choices keep the checks TrainingOptions makes of
+them (a positive integer, one of the choices).
 """
 
 from __future__ import annotations
@@ -44,13 +45,18 @@ _KINDS = {
 
 def check_types(opts) -> None:
     """Refuse the first field of ``opts`` whose value is not of its annotated type (see the module docstring)."""
+    from memgraph.model_spec.options import flag_of, positive_int
+
     for f in fields(opts):
+        flag = flag_of(f)
+        if flag.parse is positive_int or flag.choices is not None:
+            continue  # checked by TrainingOptions with their own messages (_positive, _choice)
         value = getattr(opts, f.name)
         kind, optional = _kind(f)
         if value is None and optional:
             continue
         test, takes = _KINDS[kind]
-        if not test(value) and not _digit_choice(f, value):
+        if not test(value):
             raise MemgraphError(f"{_named(f)} is {_shown(value)} ({type(value).__name__}); it takes {takes}"
                                 + (" or None" if optional else ""))
         if kind == "tuple[str, ...]" and isinstance(value, list):
@@ -65,14 +71,6 @@ def _kind(f: Field) -> tuple[str, bool]:
     annotation = str(f.type)
     optional = annotation.endswith(" | None")
     return annotation.removesuffix(" | None"), optional
-
-
-def _digit_choice(f: Field, value) -> bool:
-    """``stage=2``, ``cuda_version=13``: a whole number for a choice written in digits (the API's convenience)."""
-    from memgraph.model_spec.options import flag_of
-
-    choices = flag_of(f).choices
-    return _is_int(value) and choices is not None and str(value) in choices
 
 
 def _named(f: Field) -> str:
