@@ -234,7 +234,7 @@ def _analyze(a) -> dict[str | None, str | bytes]:
     opts = training_options(a)
     if any(fmt == "snapshot" for _, fmt in a.targets):
         check_snapshot_target(opts)
-    with time_budget(a.timeout), progress_line(), paused_gc():  # paused_gc: sweep.py says why
+    with time_budget(a.timeout), progress_line(timeout=a.timeout), paused_gc():  # paused_gc: sweep.py says why
         result, trace = analyze_traced(a.model, opts)
     if a.no_timeline:
         result.timeline = []
@@ -261,7 +261,7 @@ def _analyze_sweep(a) -> dict[str | None, str]:
              for name in SWEEPABLE}
     options = training_options(argparse.Namespace(**{**vars(a), "batch_size": sizes["batch_size"][0],
                                                      "seq_len": sizes["seq_len"][0]}))
-    with time_budget(a.timeout), progress_line():
+    with time_budget(a.timeout), progress_line(timeout=a.timeout):
         points = analyze_many(a.model, options, list(sizes["batch_size"]), list(sizes["seq_len"]))
     if a.no_timeline:
         for point in points:

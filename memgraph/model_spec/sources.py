@@ -210,6 +210,8 @@ def _from_callable(ref: str) -> ModelSpec:
         module = import_from_folder(module_name, folder)
     except ImportError as e:
         raise MemgraphError(f"cannot import module {module_name!r} for {ref!r}: {e}") from None
+    except MemgraphError:  # --timeout while the module was being imported
+        raise
     except Exception as e:  # the user's module failing at import (SyntaxError, a bad encoding, a raise)
         raise import_failure(module_name, ref, e) from None
     factory = getattr(module, func_name, None)
