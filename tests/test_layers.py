@@ -24,7 +24,7 @@ LAYERS = [
     {"analysis"},  # passes over the log -> Result
     {"allocator"},  # the caching allocator replayed over the log
     {"render"},  # Result -> table, markdown, JSON, HTML
-    {"api", "measure", "validation", "output", "watch", "collector", "sweep", "fit", "coverage", "cli", "__main__", "__init__"},  # entry points
+    {"api", "measure", "validation", "output", "watch", "stall", "collector", "sweep", "fit", "coverage", "cli", "__main__", "__init__"},  # entry points
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 
