@@ -43,21 +43,21 @@ _KINDS = {
 }
 
 
-def check_types(opts) -> None:
-    """Refuse the first field of ``opts`` whose value is not of its annotated type (see the module docstring)."""
-    from memgraph.model_spec.options import flag_of, positive_int
+def check_types(opts, flags: dict[str, str], checked_elsewhere: set[str]) -> None:
+    """Refuse the first field of ``opts`` whose value is not of its annotated type (see the module docstring).
 
+    ``flags``: each field's command-line flag, for the message; ``checked_elsewhere``: fields TrainingOptions
+    checks itself (counts and choices)."""
     for f in fields(opts):
-        flag = flag_of(f)
-        if flag.parse is positive_int or flag.choices is not None:
-            continue  # checked by TrainingOptions with their own messages (_positive, _choice)
+        if f.name in checked_elsewhere:
+            continue
         value = getattr(opts, f.name)
         kind, optional = _kind(f)
         if value is None and optional:
             continue
         test, takes = _KINDS[kind]
         if not test(value):
-            raise MemgraphError(f"{_named(f)} is {_shown(value)} ({type(value).__name__}); it takes {takes}"
+            raise MemgraphError(f"{f.name} ({flags[f.name]}) is {_shown(value)} ({type(value).__name__}); it takes {takes}"
                                 + (" or None" if optional else ""))
         if kind == "tuple[str, ...]" and isinstance(value, list):
             object.__setattr__(opts, f.name, tuple(value))
@@ -71,12 +71,6 @@ def _kind(f: Field) -> tuple[str, bool]:
     annotation = str(f.type)
     optional = annotation.endswith(" | None")
     return annotation.removesuffix(" | None"), optional
-
-
-def _named(f: Field) -> str:
-    from memgraph.model_spec.options import flag_of
-
-    return f"{f.name} ({flag_of(f).name})"
 
 
 def _shown(value) -> str:

@@ -445,7 +445,9 @@ class TrainingOptions:
         choices=DEPTH_SYNTHESIS, analyze_only=True)
 
     def __post_init__(self):
-        check_types(self)  # the Python API's values: each of its field's type (model_spec/option_types.py)
+        # the Python API's values: each field's type (model_spec/option_types.py); counts and choices below
+        check_types(self, {f.name: flag_of(f).name for f in fields(self)},
+                    {f.name for f in fields(self) if flag_of(f).parse is positive_int or flag_of(f).choices})
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
             raise MemgraphError(
                 f"iterations {self.iterations}: pass --iterations from {MIN_ITERATIONS} (the steady state needs "

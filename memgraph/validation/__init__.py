@@ -19,13 +19,12 @@ from pathlib import Path
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions
-from memgraph.validation.records import read_record
+from memgraph.validation.records import MEASURED_KEY, read_record
 
 METRICS = ("allocated", "reserved", "device_total")
 # A record stores the options it was measured with; a field it lacks did not exist then, and ran the
 # default of that time, not today's (--attn and --loop became 'auto' with issue 8 part 3).
 LEGACY_OPTIONS = {"attn_implementation": "eager", "loop": "plain", "zero_grad": "set-to-none", "loss": "auto"}
-MEASURED_KEY = {"allocated": "peak_allocated", "reserved": "peak_reserved", "device_total": "device_used"}
 
 
 @dataclass

@@ -16,6 +16,8 @@ from memgraph.errors import MemgraphError
 
 KIND = "memgraph.measurement"
 DEVICES = ("cpu", "cuda")
+# each metric's key in a record's iterations (what 'memgraph measure' writes)
+MEASURED_KEY = {"allocated": "peak_allocated", "reserved": "peak_reserved", "device_total": "device_used"}
 
 
 def read_record(path: Path, root: Path) -> dict | None:
@@ -60,8 +62,6 @@ def _check_options(options, name: str) -> None:
 
 
 def _check_iterations(iterations, name: str) -> None:
-    from memgraph.validation import MEASURED_KEY
-
     if not isinstance(iterations, list) or not iterations:
         raise _refuse(name, f"field 'iterations' is {_shown(iterations)}, not a list of measured iterations")
     for i, it in enumerate(iterations):
