@@ -77,7 +77,7 @@ def check_fields(values: dict, where: str) -> None:
                 _refuse(where, name, value, beyond)
     for name in _PER_STAGE_FIELDS:
         value = get(name)
-        items = value if isinstance(value, list) and value else [value]
+        items = list(value) if isinstance(value, (list, tuple)) and value else [value]
         if value is not None and not all(_whole(v) and 1 <= v <= MAX_DIM for v in items):
             _refuse(where, name, value, f"counts attention heads and must be a whole number from 1 to {MAX_DIM:,} "
                                         "(or a list of them, one per stage)")
