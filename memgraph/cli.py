@@ -20,6 +20,17 @@ from memgraph.watch import progress_line, time_budget
 # --timeout's default: generous (a 405B-shaped config traces in about 20 s; CPU measurements of
 # big models take minutes), but finite, so a runaway input ends with a message instead of hanging.
 DEFAULT_TIMEOUT = 1800.0
+# --timeout's largest value: the interval timer (setitimer) takes a C time_t; a year is more than any analysis needs.
+MAX_TIMEOUT = 365 * 24 * 3600.0
+
+
+def timeout_seconds(text: str) -> float:
+    value = positive_seconds(text)
+    if value > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than a year: pass at most {MAX_TIMEOUT:,.0f} seconds")
+    return value
+
+
 # memgraph fit's exit status when the user's own settings do not fit with the margin (0: they do;
 # 2: bad input; 1: internal error), so a scheduler can branch on it.
 FIT_EXIT_DOES_NOT_FIT = 3
@@ -150,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--format", "-f", choices=FORMATS, default=None,
                    help="table (default), md, json, html, or snapshot (a PyTorch memory snapshot pickle for "
                         "https://pytorch.org/memory_viz; needs --output)")
-    a.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    a.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop the analysis after SECONDS and say where it was (default {DEFAULT_TIMEOUT:g}; "
                         "llama-3.1-405b takes about 20)")
     a.add_argument("--depth", type=positive_int, default=3,

@@ -59,7 +59,7 @@ def check_output_path(path: str | None) -> None:
 
 def _check_target(path: str) -> None:
     target = Path(path)
-    if target.is_dir():
+    if target.is_dir() or path.endswith(("/", os.sep)):
         raise MemgraphError(f"cannot write {_shown(path)}: it is a folder; give a file name inside it")
     parent = target.resolve().parent
     if not parent.is_dir():

@@ -54,6 +54,8 @@ def _other_option_cases():
     for value in ("[", "x" * 5000, "no.such.parameter"):
         yield ["--train", value], f"pattern {value[:20]!r}"[:28]
     yield ["--iterations", "1000000"], "1000000"
+    yield ["--timeout", "1e308"], "1e308"  # setitimer takes a C time_t: more than a year is refused
+    yield ["--gpu-memory", "9" * 29 + "GiB"], "more than any GPU holds"
 
 
 def _config_cases():
@@ -121,7 +123,7 @@ def test_bad_config_field_refused_in_one_line(config, named, tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("target, named", [("", "--output is empty"), ("no/such/folder/r.md", "does not exist"),
-                                          (".", "folder")])
+                                          (".", "folder"), ("newdir/", "it is a folder")])
 def test_bad_output_target(target, named, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     before = set(tmp_path.iterdir())

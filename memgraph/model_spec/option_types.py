@@ -20,6 +20,9 @@ from memgraph.errors import MemgraphError
 AUDIO_SAMPLING_RATE = 16_000
 MAX_COUNT = 2**31 - 1
 MAX_AUDIO_SECONDS = MAX_COUNT // AUDIO_SAMPLING_RATE  # 134,217 s, 37 hours
+# --gpu-memory and --context-bytes: at most 2**50 bytes (1 PiB), thousands of times what any GPU holds (the
+# catalog's largest board, memgraph/facts/gpus.py, has under 300 GB); more is a typo, and would print as fitting.
+MAX_DEVICE_BYTES = 2**50
 
 
 def _is_int(v) -> bool:
@@ -61,6 +64,11 @@ def check_types(opts, flags: dict[str, str], checked_elsewhere: set[str]) -> Non
                                 + (" or None" if optional else ""))
         if kind == "tuple[str, ...]" and isinstance(value, list):
             object.__setattr__(opts, f.name, tuple(value))
+    for name in ("gpu_memory", "context_bytes"):
+        value = getattr(opts, name)
+        if _is_int(value) and value > MAX_DEVICE_BYTES:
+            raise MemgraphError(f"{name} ({flags[name]}) is {value:.3g} bytes, more than any GPU holds: pass at most "
+                                "2**50 bytes (1 PiB)")
     seconds = opts.audio_seconds
     if seconds is not None and not (math.isfinite(seconds) and 0 < seconds <= MAX_AUDIO_SECONDS):
         raise MemgraphError(f"audio length {seconds!r}: pass --audio-seconds greater than 0 and at most "
