@@ -219,7 +219,7 @@ def test_output_over_the_file_size_limit_leaves_nothing(tmp_path):
 
     repo = Path(__file__).parent.parent
     cmd = f"ulimit -f 1; exec {sys.executable} -m memgraph analyze {TINY} -s 16 -o {tmp_path / 'report.md'}"
-    done = subprocess.run(["bash", "-c", cmd], cwd=repo, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(["bash", "-c", cmd], cwd=repo, capture_output=True, text=True, timeout=900)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and "File too large" in lines[0] and "report.md" in lines[0], done.stderr
@@ -372,7 +372,7 @@ def test_factory_that_closes_stdout_still_gets_its_report():
 
     repo = Path(__file__).parent.parent
     done = subprocess.run([sys.executable, "-m", "memgraph", "analyze", f"{NETS}:closes_stdout", "--input",
-                           "x=float32[2,8]", "-f", "json"], cwd=repo, capture_output=True, text=True, timeout=300)
+                           "x=float32[2,8]", "-f", "json"], cwd=repo, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert json.loads(done.stdout)["model"] == f"{NETS}:closes_stdout"
 
