@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+import difflib
+from dataclasses import asdict, fields, replace
 
 from memgraph.allocator.replay import DevicePeaks, device_peaks
 from memgraph.allocator.snapshot import memory_snapshot
@@ -40,7 +41,32 @@ def analyze(model, options: TrainingOptions | None = None, **kwargs) -> Result:
     ``PretrainedConfig`` with ``architectures`` set; keyword arguments build :class:`TrainingOptions`
     when ``options`` is not given.
     """
-    return analyze_traced(model, options or TrainingOptions(**kwargs))[0]
+    return analyze_traced(model, training_options(options, kwargs, "analyze"))[0]
+
+
+def training_options(options, kwargs: dict, caller: str) -> TrainingOptions:
+    """The API boundary: ``options`` (a TrainingOptions, or None), with ``kwargs`` applied over it.
+
+    A keyword that is no option is Python's TypeError, with the option it probably meant; anything else wrong
+    (``options`` of another type, a value of the wrong type or range) is the CLI's one-line MemgraphError."""
+    names = [f.name for f in fields(TrainingOptions)]
+    for key in kwargs:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; the options are the fields of TrainingOptions"
+            raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}{hint}")
+    if options is None:
+        return TrainingOptions(**kwargs)
+    if not isinstance(options, TrainingOptions):
+        raise MemgraphError(f"{caller}(): options is a {type(options).__name__} ({_shown(options)}), not a "
+                            f"TrainingOptions: pass TrainingOptions(...) or keyword arguments, e.g. "
+                            f"{caller}(model, batch_size=4, seq_len=512)")
+    return replace(options, **kwargs) if kwargs else options
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def analyze_traced(model, opts: TrainingOptions) -> tuple[Result, Trace]:
@@ -138,7 +164,9 @@ def measure(model, device: str = "cpu", options: TrainingOptions | None = None, 
     (``torch.cuda.memory._dump_snapshot``)."""
     from memgraph.measure import run_measurement
 
-    opts = options or TrainingOptions(**{"target": device, **kwargs})
+    if options is None:
+        kwargs = {"target": device, **kwargs}
+    opts = training_options(options, kwargs, "measure")
     if opts.target != device:  # the measured step must be the one the same-named target predicts
         opts = replace(opts, target=device)
     return run_measurement(_spec(model), opts, device, snapshot=snapshot)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions, flag_of, positive_int, positive_seconds
-from memgraph.output import check_output_path, is_file_target, write_output
+from memgraph.output import check_output_path, is_file_target, standard_stream, write_output
 from memgraph.render.formats import EXTENSION_FORMATS, FORMATS
 from memgraph.version import __version__
 from memgraph.watch import progress_line, time_budget
@@ -20,6 +20,17 @@ from memgraph.watch import progress_line, time_budget
 # --timeout's default: generous (a 405B-shaped config traces in about 20 s; CPU measurements of
 # big models take minutes), but finite, so a runaway input ends with a message instead of hanging.
 DEFAULT_TIMEOUT = 1800.0
+# --timeout's largest value: the interval timer (setitimer) takes a C time_t; a year is more than any analysis needs.
+MAX_TIMEOUT = 365 * 24 * 3600.0
+
+
+def timeout_seconds(text: str) -> float:
+    value = positive_seconds(text)
+    if value > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than a year: pass at most {MAX_TIMEOUT:,.0f} seconds")
+    return value
+
+
 # memgraph fit's exit status when the user's own settings do not fit with the margin (0: they do;
 # 2: bad input; 1: internal error), so a scheduler can branch on it.
 FIT_EXIT_DOES_NOT_FIT = 3
@@ -213,7 +224,7 @@ def _report_args(a: argparse.ArgumentParser) -> None:
     a.add_argument("--format", "-f", choices=FORMATS, default=None,
                    help="table (default), md, json, html, or snapshot (a PyTorch memory snapshot pickle for "
                         "https://pytorch.org/memory_viz, a web page that needs a network; needs --output)")
-    a.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    a.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop the analysis after SECONDS and say where it was (default {DEFAULT_TIMEOUT:g}; "
                         "llama-3.1-405b takes about 20)")
     a.add_argument("--depth", type=positive_int, default=3,
@@ -253,7 +264,7 @@ def _analyze(a) -> dict[str | None, str | bytes]:
     opts = training_options(a)
     if any(fmt == "snapshot" for _, fmt in a.targets):
         check_snapshot_target(opts)
-    with time_budget(a.timeout), progress_line():  # the collector: paused since run() (and by analyze_spec)
+    with time_budget(a.timeout), progress_line(timeout=a.timeout):  # the collector: paused since run() (and by analyze_spec)
         result, trace = analyze_traced(a.model, opts)
     if a.no_timeline:
         result.timeline = []
@@ -282,7 +293,7 @@ def _analyze_sweep(a) -> dict[str | None, str]:
              for name in SWEEPABLE}
     options = training_options(argparse.Namespace(**{**vars(a), "batch_size": sizes["batch_size"][0],
                                                      "seq_len": sizes["seq_len"][0]}))
-    with time_budget(a.timeout), progress_line():
+    with time_budget(a.timeout), progress_line(timeout=a.timeout):
         points = analyze_many(a.model, options, list(sizes["batch_size"]), list(sizes["seq_len"]))
     for point in points:
         point.result.job_config = getattr(a, "job_lines", [])
@@ -357,6 +368,11 @@ def _quiet_transformers() -> None:
         hf_logging.set_verbosity_error()
 
 
+# An internal error is memgraph's own bug (every input it refuses is a MemgraphError): how to report it.
+INTERNAL_ERROR_HELP = (f"this is a bug in memgraph {__version__}: please report it with the command you ran and the "
+                       "traceback that the same command prints with --debug")
+
+
 # Commands that trace on meta and render, or only list: the collector run() pauses stays paused to the end.
 COLLECTOR_PAUSED_COMMANDS = ("analyze", "fit", "gpus", "models")
 
@@ -399,15 +415,15 @@ def main(argv: list[str] | None = None) -> int:
         for path, content in reports.items():  # everything rendered first: a failure writes nothing
             write_output(content, path)
             if is_file_target(path):
-                print(f"memgraph: wrote {path} ({os.path.getsize(path):,} bytes)", file=sys.stderr)
+                print(f"memgraph: wrote {path} ({os.path.getsize(path):,} bytes)", file=standard_stream("stderr"))
         return getattr(args, "exit_code", 0)
     except MemgraphError as e:
         if args.debug:
             raise
-        print(f"memgraph: error: {e}", file=sys.stderr)
+        print(f"memgraph: error: {e}", file=standard_stream("stderr"))
         return 2
     except KeyboardInterrupt:
-        print("memgraph: interrupted", file=sys.stderr)
+        print("memgraph: interrupted", file=standard_stream("stderr"))
         return 130
     except BrokenPipeError:  # the reader went away (memgraph ... | head): end quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -416,15 +432,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         first = str(e).splitlines()[0] if str(e) else ""
-        print(f"memgraph: internal error: {type(e).__name__}: {first} (rerun with --debug for the traceback)",
-              file=sys.stderr)
+        print(f"memgraph: internal error: {type(e).__name__}: {first}; {INTERNAL_ERROR_HELP}", file=standard_stream("stderr"))
         return 1
     except BaseException as e:  # SystemExit, GeneratorExit or another BaseException from the user's model code:
         # memgraph itself raises none inside run (argparse's exits happen before), so it is the model's doing
         if args.debug:
             raise
         print(f"memgraph: error: the model's code raised {type(e).__name__}({str(e)[:80]!r}) while memgraph ran it; "
-              "a model or factory must return, not exit (rerun with --debug for the traceback)", file=sys.stderr)
+              "a model or factory must return, not exit (rerun with --debug for the traceback)",
+              file=standard_stream("stderr"))
         return 2
     return 0
 
@@ -453,8 +469,8 @@ def run() -> None:
     gc.disable()
     code = main()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        standard_stream("stdout").flush()
+        standard_stream("stderr").flush()
     except BrokenPipeError:
         code = code or 0
     os._exit(code)

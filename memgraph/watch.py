@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 
+from memgraph import stall
 from memgraph.errors import MemgraphError
 from memgraph.trace.record import progress
 
@@ -26,8 +27,10 @@ class AnalysisTimeout(MemgraphError):
 
 
 @contextlib.contextmanager
-def progress_line(stream=None, enabled: bool | None = None):
-    """Show ``memgraph: tracing: iteration 1, backward, 12,345 ops, 3.1 s`` on ``stream`` while the block runs."""
+def progress_line(stream=None, enabled: bool | None = None, timeout: float | None = None):
+    """Show ``memgraph: tracing: iteration 1, backward, 12,345 ops, 3.1 s`` on ``stream`` while the block runs,
+    and, after ``stall.STALL_SECONDS`` without a new op, a line saying where the model's code is
+    (memgraph/stall.py); ``timeout``: the --timeout that line mentions."""
     stream = stream or sys.stderr
     if enabled is None:
         enabled = hasattr(stream, "isatty") and stream.isatty()
@@ -39,7 +42,14 @@ def progress_line(stream=None, enabled: bool | None = None):
 
     def draw() -> None:
         width = 0
+        last, moved, told = stall.activity(), time.monotonic(), False
         while not stop.wait(REFRESH_SECONDS):
+            now, seen = time.monotonic(), stall.activity()
+            if seen != last:
+                last, moved, told = seen, now, False
+            elif not told and now - moved >= stall.STALL_SECONDS:
+                stream.write("\r" + " " * width + "\r" + stall.stall_message(now - moved, timeout) + "\n")
+                told, width = True, 0
             line = f"memgraph: {progress.position(short=True)}, {time.monotonic() - start:.1f} s"
             stream.write("\r" + line.ljust(width))
             stream.flush()

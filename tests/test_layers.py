@@ -26,7 +26,7 @@ LAYERS = [
     {"analysis"},  # passes over the log -> Result
     {"allocator"},  # the caching allocator replayed over the log
     {"render"},  # Result -> table, markdown, JSON, HTML
-    {"api", "measure", "validation", "output", "watch", "sweep", "fit", "cli", "__main__", "__init__", "script_run"},  # entry points
+    {"api", "measure", "validation", "output", "watch", "stall", "sweep", "fit", "cli", "__main__", "__init__", "script_run"},  # entry points
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 

@@ -67,8 +67,11 @@ _IGNORED_KEYS = frozenset({
 
 
 # Of those, the ones PyTorch reads with ConfigTokenizer::toBool (exactly "True"/"False") or as an integer.
+# throw_on_cudamalloc_oom and graph_capture_record_stream_reuse are switches too (a flag each in
+# c10/cuda/CUDAAllocatorConfig.h, torch 2.13), read as True/False like the others.
 _BOOL_KEYS = frozenset({"release_lock_on_cudamalloc", "release_lock_on_hipmalloc", "pinned_use_cuda_host_register",
-                        "pinned_use_hip_host_register", "pinned_use_background_threads"})
+                        "pinned_use_hip_host_register", "pinned_use_background_threads", "throw_on_cudamalloc_oom",
+                        "graph_capture_record_stream_reuse"})
 _UINT_KEYS = frozenset({"pinned_num_register_threads", "pinned_reserve_segment_size_mb"})
 
 
@@ -248,6 +251,9 @@ def _parse_roundup_power2_divisions(value) -> int | tuple[int, ...]:
         if not _is_power_of_2(v):
             raise ValueError(f"allocator config option {key!r}: divisions {v} must be a power of 2")
         return v
+    if not value:  # "[]" sets no interval: nonsense, not the default (leave the option out for that)
+        raise ValueError(f"allocator config option {key!r}: [] gives no divisions: write e.g. [256:1,512:2,>:4], "
+                         "a single power of 2, or leave the option out")
     table = [0] * K_ROUNDUP_POWER2_INTERVALS
     first, last_index = True, 0
     toks = list(value)

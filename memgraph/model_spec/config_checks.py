@@ -24,13 +24,17 @@ MAX_LAYERS = 2048
 MAX_DIM = 1 << 24
 
 # Whole numbers >= 1 (None allowed where transformers derives a default, e.g. n_inner, head_dim).
-_LAYER_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers", "n_layers")
+_LAYER_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers", "n_layers",
+                 "num_decoder_layers")
 _SIZE_FIELDS = (
     "hidden_size", "n_embd", "d_model", "d_ff", "d_kv", "intermediate_size", "n_inner", "ffn_dim",
     "encoder_ffn_dim", "decoder_ffn_dim", "num_attention_heads", "n_head", "encoder_attention_heads",
     "decoder_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "patch_size", "num_channels",
     "num_mel_bins", "moe_intermediate_size", "embed_dim", "projection_dim", "num_experts_per_tok",
+    "num_labels",
 )
+# Whole numbers >= 1, or one per stage (Swin, Hiera: "num_heads": [3, 6, 12, 24]).
+_PER_STAGE_FIELDS = ("num_heads",)
 _POSITION_FIELDS = ("max_position_embeddings", "n_positions", "max_source_positions", "max_target_positions")
 # Whole numbers >= 0 (0 experts means a dense layer in several MoE configs).
 _COUNT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts")
@@ -73,6 +77,12 @@ def check_fields(values: dict, where: str) -> None:
                     _refuse(where, name, value, f"{what} and must be a whole number >= 1")
                 if item > limit:
                     _refuse(where, name, value, beyond)
+    for name in _PER_STAGE_FIELDS:
+        value = get(name)
+        items = list(value) if isinstance(value, (list, tuple)) and value else [value]
+        if value is not None and not all(_whole(v) and 1 <= v <= MAX_DIM for v in items):
+            _refuse(where, name, value, f"counts attention heads and must be a whole number from 1 to {MAX_DIM:,} "
+                                        "(or a list of them, one per stage)")
     for name in _POSITION_FIELDS:
         value = get(name)
         if value is not None and (not _whole(value) or not 1 <= value <= MAX_DIM):
@@ -113,3 +123,103 @@ def check_config(config, where: str) -> None:
         for key, value in vars(cfg).items():
             if hasattr(value, "to_dict") and hasattr(value, "model_type"):  # a sub-config
                 stack.append((value, f"{here} ({key})"))
+
+
+# Token ids that place or pad tokens in the inputs memgraph builds (the embedding's padding row, where image
+# tokens go, the decoder's first token): each must index the vocabulary. transformers 5.23 only warns
+# (PretrainedConfig.validate_token_ids, configuration_utils.py), so a LLaVA config whose image_token_index lies
+# outside the vocabulary would trace with no image token placed. pad_token_id -1 is the Hub's "no padding
+# token" (the same place in transformers names configs that store it), and nn.Embedding takes it.
+TOKEN_ID_FIELDS = ("pad_token_id", "image_token_index", "image_token_id", "video_token_id", "audio_token_id",
+                   "audio_token_index", "decoder_start_token_id")
+NO_TOKEN = {"pad_token_id": -1}
+
+
+def check_token_ids(values: dict, where: str, vocab_size=None) -> None:
+    """Refuse a token id of ``values`` (a raw config.json object) outside ``vocab_size`` (its own, else the given
+    one: a multimodal config's text vocabulary)."""
+    own = values.get("vocab_size")
+    text = values.get("text_config")
+    vocab = own if _whole(own) else text.get("vocab_size") if isinstance(text, dict) else vocab_size
+    if not _whole(vocab):
+        return
+    for name in TOKEN_ID_FIELDS:
+        value = values.get(name)
+        if value is None or (_whole(value) and (0 <= value < vocab or value == NO_TOKEN.get(name))):
+            continue
+        _refuse(where, name, value, f"is a token id and must index the vocabulary: a whole number from 0 to "
+                                    f"{vocab - 1:,} (vocab_size {vocab:,})")
+
+
+def check_architectures(value, where: str) -> str:
+    """The model class a config.json's ``architectures`` names (its first item), or a one-line refusal."""
+    if value is None or value == []:
+        raise MemgraphError(f"config {where!r} names no 'architectures': add e.g. \"architectures\": [\"LlamaForCausalLM\"]")
+    first = value[0] if isinstance(value, list) and value else None
+    if not isinstance(first, str) or not first.isidentifier():
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise MemgraphError(f"{where}: config field 'architectures' is {shown}; it must be a list of model class "
+                            "names, e.g. [\"LlamaForCausalLM\"]: fix the config")
+    if first.startswith("Auto"):
+        raise MemgraphError(f"{where}: config field 'architectures' names {first!r}, a transformers auto class, which "
+                            "picks a class from model_type and is not one itself: name the model class, e.g. "
+                            "LlamaForCausalLM")
+    return first
+
+
+def check_family(cls_name: str, model_type, where: str) -> None:
+    """The class ``architectures`` names must be built from the config ``model_type`` makes (its
+    ``config_class``): a MistralForCausalLM over a llama config reads fields a LlamaConfig lacks."""
+    import transformers
+
+    cls = getattr(transformers, cls_name, None)
+    expected = getattr(getattr(cls, "config_class", None), "model_type", None)
+    if expected and isinstance(model_type, str) and model_type != expected:
+        raise MemgraphError(f"{where}: config field 'architectures' names {cls_name}, a {expected!r} model, but "
+                            f"'model_type' is {model_type!r}: make them agree (model_type {expected!r}, or the "
+                            f"{model_type} class)")
+
+
+def check_field_names(values: dict, where: str) -> None:
+    """Refuse a config.json key that would replace a method of transformers' config class (``"to_dict": 1``)."""
+    import inspect
+
+    from transformers import PretrainedConfig
+
+    for key in values:
+        attr = inspect.getattr_static(PretrainedConfig, key, None) if isinstance(key, str) else None
+        if attr is None:
+            continue
+        read_only = isinstance(attr, property) and attr.fset is None
+        if read_only or isinstance(attr, (classmethod, staticmethod)) or inspect.isfunction(attr):
+            raise MemgraphError(f"{where}: config field {key!r} is the name of a method of transformers' "
+                                "PretrainedConfig, not a setting: remove it from the config")
+
+
+class HugeInteger(int):
+    """Placeholder for a JSON integer literal longer than Python converts (4,300 digits, ``sys.int_info``)."""
+
+    digits = 0
+
+
+def parse_json_int(text: str):
+    """``json.loads(parse_int=...)``: the integer, or a marker for a literal too long to be a config value."""
+    if len(text) > 30:  # no config value needs more than 30 digits; longer ones may exceed int()'s limit
+        marker = HugeInteger(0)
+        marker.digits = len(text.lstrip("-"))
+        return marker
+    return int(text)
+
+
+def check_huge_integers(data, where: str) -> None:
+    """Refuse the first integer literal of more than 30 digits in a parsed config.json, naming its field."""
+    stack = [("", data)]
+    while stack:
+        path, node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            here = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
+            if isinstance(value, HugeInteger):
+                raise MemgraphError(f"{where}: config field {here!r} is an integer of {value.digits:,} digits, more "
+                                    "than any config value needs: fix the config")
+            stack.append((here, value))

@@ -74,6 +74,11 @@ class InputSpec:
 
 # Longer --input text is a paste accident, not a tensor: a name and a few dimensions fit in far less.
 MAX_INPUT_TEXT = 1000
+# An input's size: each dimension a count memgraph can use (options.MAX_COUNT, 2**31 - 1), and all of it at most
+# 2**48 bytes (256 TiB), beyond what any GPU holds by three orders of magnitude; torch's own limit (a storage
+# size in int64) is 2**63 bytes, and a shape past it is an overflow inside torch.empty, not a refusal.
+MAX_DIM = 2**31 - 1
+MAX_INPUT_BYTES = 2**48
 
 
 def parse_input(text: str) -> InputSpec:
@@ -99,11 +104,25 @@ def parse_input(text: str) -> InputSpec:
     if any(d <= 0 for d in shape):
         raise MemgraphError(f"--input {text!r}: every dimension must be >= 1")
     dtype = DTYPES[dtype_name.lower()]
+    _check_size(text, shape, dtype)
     if high is not None and (dtype.is_floating_point or dtype == torch.bool):
         raise MemgraphError(f"--input {text!r}: '<HIGH' applies to integer inputs only")
-    if high is not None and int(high) < 1:
-        raise MemgraphError(f"--input {text!r}: '<HIGH' is the exclusive upper end of the values: pass <1 or more")
+    if high is not None and not 1 <= int(high) <= 2**63 - 1:
+        raise MemgraphError(f"--input {text!r}: '<HIGH' is the exclusive upper end of the values: pass <1 to <2**63-1 (an int64)")
     return InputSpec(name, shape, dtype, int(high) if high else None, fill=_fill(text, fill_text, dtype))
+
+
+def _check_size(text: str, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    big = next((d for d in shape if d > MAX_DIM), None)
+    if big is not None:
+        raise MemgraphError(f"--input {text[:80]!r}: dimension {str(big)[:24]} is more than memgraph can use "
+                            f"(at most {MAX_DIM:,})")
+    nbytes = dtype.itemsize
+    for d in shape:
+        nbytes *= d
+    if nbytes > MAX_INPUT_BYTES:
+        raise MemgraphError(f"--input {text[:80]!r} is {nbytes:.3g} bytes, more than any GPU holds (memgraph takes "
+                            f"inputs up to 2**48 bytes): pass smaller dimensions")
 
 
 def _fill(text: str, fill_text: str | None, dtype: torch.dtype) -> int | float | None:

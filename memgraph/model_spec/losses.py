@@ -42,7 +42,51 @@ def loss_and_model_batch(spec: ModelSpec, opts: TrainingOptions, batch_spec: Bat
                          ) -> tuple[Callable[[object], torch.Tensor], tuple[tuple, dict]]:
     """(compute_loss for ``train_iteration``, the (args, kwargs) the model is called with).
 
-    ``model``: the built model, which ``--loss chunked-ce`` needs (its decoder's output and its ``lm_head``)."""
+    ``model``: the built model, which ``--loss chunked-ce`` needs (its decoder's output and its ``lm_head``).
+    A loss that cannot be backpropagated (the model's output detached, or an integer tensor) is refused when
+    it is taken, before ``backward`` fails in autograd."""
+    compute_loss, model_batch = _loss_and_model_batch(spec, opts, batch_spec, batch, model)
+    if spec.source == "callable" and model is not None:
+        _check_arguments(model, model_batch[0], [s.name for s in batch_spec.inputs if s.name != TARGET_INPUT]
+                         if opts.loss == "cross-entropy" else [s.name for s in batch_spec.inputs])
+    return _differentiable(compute_loss, spec.name), model_batch
+
+
+def _check_arguments(model: torch.nn.Module, args: tuple, names: list[str]) -> None:
+    """A module:function model gets its ``--input``s positionally: as many as its forward takes."""
+    import inspect
+
+    try:
+        signature = inspect.signature(model.forward)
+        signature.bind(*args)
+    except (TypeError, ValueError) as e:
+        if isinstance(e, ValueError):  # no signature to read (a builtin): the call itself will say
+            return
+        takes = [n for n, p in signature.parameters.items()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        raise MemgraphError(f"--input {', '.join(names)}: {type(model).__name__}.forward({', '.join(takes)}) does not "
+                            f"take {len(args)} positional input(s) ({e}): pass one --input per argument of forward")
+
+
+def _differentiable(compute_loss: Callable[[object], torch.Tensor], model: str) -> Callable[[object], torch.Tensor]:
+    def checked(outputs) -> torch.Tensor:
+        loss = compute_loss(outputs)
+        if isinstance(loss, torch.Tensor) and not loss.requires_grad:
+            if not (loss.is_floating_point() or loss.is_complex()):
+                why = (f"its loss is a {str(loss.dtype).removeprefix('torch.')} tensor, and an integer tensor carries "
+                       "no gradient: return the floating-point output of the model's layers")
+            else:
+                why = ("its loss does not depend on any trainable parameter (an output detached, made under "
+                       "torch.no_grad(), or every parameter frozen): return an output computed from the parameters")
+            raise MemgraphError(f"{model} cannot be trained: {why}")
+        return loss
+
+    return checked
+
+
+def _loss_and_model_batch(spec: ModelSpec, opts: TrainingOptions, batch_spec: Batch,
+                          batch: tuple[tuple, dict], model: torch.nn.Module | None = None,
+                          ) -> tuple[Callable[[object], torch.Tensor], tuple[tuple, dict]]:
     if opts.loss == "auto":
         return loss_from_outputs, batch
     if opts.loss == "chunked-ce":

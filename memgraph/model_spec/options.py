@@ -15,6 +15,7 @@ from typing import Any
 from memgraph.errors import MemgraphError
 from memgraph.facts.bitsandbytes import BNB_VERSIONS, MODELLED_BNB_VERSION
 from memgraph.facts.cuda_allocator import AllocatorOptions
+from memgraph.model_spec.option_types import check_types
 from memgraph.facts.gpus import (
     CUDA_MAJORS,
     DEFAULT_GPU,
@@ -468,6 +469,9 @@ class TrainingOptions:
         choices=DEPTH_SYNTHESIS, analyze_only=True)
 
     def __post_init__(self):
+        # the Python API's values: each field's type (model_spec/option_types.py); counts and choices below
+        check_types(self, {f.name: flag_of(f).name for f in fields(self)},
+                    {f.name for f in fields(self) if flag_of(f).parse is positive_int or flag_of(f).choices})
         if isinstance(self.iterations, int) and not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
             raise MemgraphError(
                 f"iterations {self.iterations}: pass --iterations from {MIN_ITERATIONS} (the steady state needs "

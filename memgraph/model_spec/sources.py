@@ -16,11 +16,21 @@ import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec import hub, zoo
-from memgraph.model_spec.config_checks import check_config, check_fields
+from memgraph.model_spec.config_checks import (
+    check_architectures,
+    check_config,
+    check_family,
+    check_field_names,
+    check_fields,
+    check_huge_integers,
+    check_token_ids,
+    parse_json_int,
+)
 from memgraph.model_spec.config_defaults import default_warnings
 from memgraph.model_spec.inputs import Batch, parse_input
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.tasks import TASKS, task_for_class
+from memgraph.model_spec.user_code import call_failure, import_failure
 from memgraph.private_api import model_from_config
 
 
@@ -40,7 +50,13 @@ class ModelSpec:
     def build(self, opts: TrainingOptions, dtype: torch.dtype) -> torch.nn.Module:
         """Build the model on the current default device (call under ``torch.device(...)``)."""
         if self.factory is not None:
-            model = self.factory()
+            try:
+                model = self.factory()
+            except MemgraphError:
+                raise
+            except Exception as e:  # the user's factory failing is the user's error: say where
+                raise call_failure(f"model {self.name!r}: its factory failed", e,
+                                   "fix the function, or the module it builds") from e
             if not isinstance(model, torch.nn.Module):
                 raise MemgraphError(f"{self.name} returned {type(model).__name__}, not a torch.nn.Module")
             return model.to(dtype=dtype) if dtype != torch.float32 else model
@@ -89,7 +105,7 @@ class ModelSpec:
 def resolve(ref: str) -> ModelSpec:
     """Turn a zoo name, a config.json path / model folder, or ``module:function`` into a ModelSpec."""
     path = Path(ref)
-    if path.exists():
+    if _exists(path):
         return _from_config_path(path)
     if ":" in ref and not ref.endswith(".json"):
         return _from_callable(ref)
@@ -122,6 +138,14 @@ def _from_hub_id(ref: str) -> ModelSpec:
     return spec
 
 
+def _exists(path: Path) -> bool:
+    """``path.exists()``, False for a name the file system cannot hold (ENAMETOOLONG): not a file, then."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def _make_config(data: dict, where: str):
     from transformers import AutoConfig
 
@@ -136,9 +160,13 @@ def _make_config(data: dict, where: str):
         raise MemgraphError(f"{where}: model_type {model_type!r} is not known to transformers "
                             f"{_transformers_version()}: fix the config or upgrade transformers")
     check_fields(data, where)
+    check_field_names(data, where)
+    check_token_ids(data, where)
     for key, value in data.items():  # raw sub-configs (text_config, vision_config, ...)
         if isinstance(value, dict):
             check_fields(value, f"{where} ({key})")
+            check_field_names(value, f"{where} ({key})")
+            check_token_ids(value, f"{where} ({key})")
     try:
         from huggingface_hub.errors import StrictDataclassError  # transformers' config field validators
     except ImportError:
@@ -167,19 +195,16 @@ def _from_config_path(path: Path) -> ModelSpec:
     if not file.is_file():
         raise MemgraphError(f"model folder {str(path)!r} has no config.json: pass the config file itself")
     try:
-        data = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        data = json.loads(file.read_text(), parse_int=parse_json_int)
+    except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
         raise MemgraphError(f"config {str(file)!r} is not valid JSON ({e}): fix or re-download it") from None
     except RecursionError:
         raise MemgraphError(f"config {str(file)!r} is nested too deeply to be a config.json: fix or re-download it") from None
     if not isinstance(data, dict):
         raise MemgraphError(f"config {str(file)!r} is not a JSON object: pass a transformers config.json")
-    architectures = data.get("architectures") or []
-    if not architectures:
-        raise MemgraphError(
-            f"config {str(file)!r} names no 'architectures': add e.g. \"architectures\": [\"LlamaForCausalLM\"]"
-        )
-    cls = architectures[0]
+    check_huge_integers(data, str(file))
+    cls = check_architectures(data.get("architectures"), str(file))
+    check_family(cls, data.get("model_type"), str(file))
     task = task_for_class(cls)
     if task is None:
         raise MemgraphError(
@@ -197,11 +222,21 @@ def _from_callable(ref: str) -> ModelSpec:
     module_ref, _, func_name = ref.partition(":")
     if not module_ref or not func_name.isidentifier():
         raise MemgraphError(f"model {ref!r} is not module:function, a zoo name, or an existing config path")
+    if module_ref.startswith("."):
+        raise MemgraphError(f"model {ref!r}: {module_ref!r} is a relative module reference, and memgraph imports from "
+                            "the current folder: name the module (pkg.mod:function) or its file (path/mod.py:function)")
     folder, module_name = _module_location(module_ref)
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise MemgraphError(f"model {ref!r}: {module_name[:80]!r} is not a Python module name: name a module "
+                            "(pkg.mod:function) or a file (path/mod.py:function)")
     try:
         module = import_from_folder(module_name, folder)
     except ImportError as e:
         raise MemgraphError(f"cannot import module {module_name!r} for {ref!r}: {e}") from None
+    except MemgraphError:  # --timeout while the module was being imported
+        raise
+    except Exception as e:  # the user's module failing at import (SyntaxError, a bad encoding, a raise)
+        raise import_failure(module_name, ref, e) from None
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise MemgraphError(f"module {module_name!r} has no callable {func_name!r}")

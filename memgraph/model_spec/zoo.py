@@ -55,6 +55,11 @@ def entries() -> list[ZooEntry]:
     return list(_entries().values())
 
 
+def _length(name: str) -> str:
+    """`` (300 characters)`` for a name too long to show whole (longer than a file name may be, too)."""
+    return f" ({len(name):,} characters)" if len(name) > 100 else ""
+
+
 def get(name: str) -> ZooEntry:
     table = _entries()
     if name in table:
@@ -65,6 +70,6 @@ def get(name: str) -> ZooEntry:
     close = difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(lowered[c] for c in close)}? " if close else ""
     raise MemgraphError(
-        f"unknown model {name!r}: {hint}run 'memgraph models' for the zoo, or pass a config.json path "
+        f"unknown model {name if len(name) <= 100 else name[:60] + '...'!r}{_length(name)}: {hint}run 'memgraph models' for the zoo, or pass a config.json path "
         "or module:function"
     )

@@ -38,6 +38,7 @@ from memgraph.trace.record.module_tracking import ModuleStack
 from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
 from memgraph.trace.record.recorder import Recorder
 from memgraph.trace.emulate.sdpa_kernels import KernelStats, kernel_factory
+from memgraph.trace.model_errors import model_failures
 from memgraph.trace.shadow_values import ShadowValues
 from memgraph.step import build_step
 from memgraph.step.optimizer_in_backward import OptimizerInBackward
@@ -62,25 +63,6 @@ class Trace:
     unknowns: list[BoundedUnknown] = field(default_factory=list)  # bounded unknowns the trace met (facts/unknowns.py)
     assumptions: list[str] = field(default_factory=list)  # the loop's defaults, resolved (model_spec/defaults.py)
     model_kind: str = "other"  # the key of the validated error band (model_spec/kinds.py)
-
-
-@contextlib.contextmanager
-def _model_refusals(model: str):
-    """A ValueError raised by the model's own Python code (transformers' or the user's, not torch's or
-    memgraph's) is the model refusing its inputs, e.g. ViT's "Input image size (300*300) doesn't match model
-    (224*224)": a one-line MemgraphError naming it, not an internal error."""
-    try:
-        yield
-    except ValueError as e:
-        tb = e.__traceback__
-        while tb.tb_next is not None:
-            tb = tb.tb_next
-        where = tb.tb_frame.f_code.co_filename.replace("\\", "/")
-        if "/torch/" in where or "/memgraph/" in where:
-            raise
-        first = (str(e).splitlines()[0] if str(e) else type(e).__name__).rstrip(".")
-        raise MemgraphError(f"{model} refused the inputs memgraph built from your options: {first}; "
-                            "change the option that sets them (--image-size, --seq-len, --input, ...)") from e
 
 
 def trace_training(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
@@ -153,7 +135,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
-            with _model_refusals(spec.name):
+            with model_failures(spec.name, lambda: (rec.phase, modules.current, rec.iteration)):
                 step.iteration(set_phase, autocast=forward_context, scaler=run.engine_loop if opts.deepspeed else scaler,
                                saved_tensors=offload and offload.context,
                                compute_loss=kv_cache.watch(step.compute_loss))

@@ -14,18 +14,17 @@ on the command line. Published GPU measurements are validated by :mod:`memgraph.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.validation.records import MEASURED_KEY, read_record
 
 METRICS = ("allocated", "reserved", "device_total")
 # A record stores the options it was measured with; a field it lacks did not exist then, and ran the
 # default of that time, not today's (--attn and --loop became 'auto' with issue 8 part 3).
 LEGACY_OPTIONS = {"attn_implementation": "eager", "loop": "plain", "zero_grad": "set-to-none", "loss": "auto"}
-MEASURED_KEY = {"allocated": "peak_allocated", "reserved": "peak_reserved", "device_total": "device_used"}
 
 
 @dataclass
@@ -57,8 +56,8 @@ def load_records(root: Path) -> list[tuple[Path, dict]]:
         raise MemgraphError(f"ground-truth folder {str(root)!r} does not exist: pass --groundtruth DIR")
     out = []
     for path in sorted(root.rglob("*.json")):
-        data = json.loads(path.read_text())
-        if isinstance(data, dict) and data.get("kind") == "memgraph.measurement":
+        data = read_record(path, root)  # checked: one line naming a file that is not a usable record
+        if data is not None:
             out.append((path, data))
     return out
 
@@ -78,7 +77,8 @@ def predict_record(record: dict) -> dict[str, int | None]:
 
     opts = {**LEGACY_OPTIONS, **record["options"]}
     for key in ("freeze", "train", "inputs"):
-        opts[key] = tuple(opts.get(key) or ())
+        value = opts.get(key)
+        opts[key] = () if value is None else tuple(value) if isinstance(value, list) else value
     options = TrainingOptions(**{**opts, "target": record["device"]})
     r = analyze(record["model"], options)
     device = r.device or {}
@@ -86,7 +86,8 @@ def predict_record(record: dict) -> dict[str, int | None]:
             "device_total": device.get("steady_state_device_total")}
 
 
-def _summary(o: dict) -> str:
+def _summary(record_options: dict) -> str:
+    o = {**{f.name: f.default for f in fields(TrainingOptions)}, **LEGACY_OPTIONS, **record_options}
     sizes = {"seq_len": "s{}", "images": "{} img", "image_size": "{}px", "audio_seconds": "{} s audio"}
     size = " ".join(fmt.format("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v)
                     for k, fmt in sizes.items() if (v := o.get(k)))

@@ -112,13 +112,18 @@ def load_row(path: Path, root: Path) -> PublishedRow:
     name = str(path.relative_to(root))
     try:
         data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise MemgraphError(f"{name}: not valid JSON ({e})") from None
+    except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
+        raise MemgraphError(f"{name}: not valid JSON ({str(e)[:120]})") from None
+    except RecursionError:
+        raise MemgraphError(f"{name}: nested too deeply to be a published row") from None
     if not isinstance(data, dict):
         raise MemgraphError(f"{name}: not a JSON object")
     for key in REQUIRED:
         if _field(data, key) is _MISSING:
             raise MemgraphError(f"{name}: missing field '{key}'")
+    for key in ("kind", "counter", "measured.unit", "gpu", "model", "source.name"):
+        if not isinstance(_field(data, key), str):
+            raise MemgraphError(f"{name}: field '{key}' is {_field(data, key)!r:.40}, not a string")
     if data["kind"] != KIND:
         raise MemgraphError(f"{name}: field 'kind' is {data['kind']!r}, not {KIND!r}")
     if data["counter"] not in COUNTERS:
