@@ -18,7 +18,9 @@ every image is a real image, none a processor's all-zero padding image (declared
 **Qwen2-VL** (dynamic resolution; ``spatial_merge_size`` and ``temporal_patch_size`` in the
 vision config). ``--image-size H`` or ``HxW`` is resized as the image processor does
 (``smart_resize``: multiples of ``patch * merge`` = 28 px, pixel count kept in
-[56*56, 28*28*1280]), giving a grid of ``(H/14) x (W/14)`` patches per image. An image is one
+[min_pixels, max_pixels]: ``--min-pixels`` / ``--max-pixels``, else the released checkpoint's
+preprocessor_config.json figures in the zoo entry, else the class default 56*56 .. 28*28*1280;
+model_spec/pixel_budget.py), giving a grid of ``(H/14) x (W/14)`` patches per image. An image is one
 temporal patch (``grid_t = 1``; the processor repeats the frame ``temporal_patch_size`` times).
 Per image the model takes ``H/14 * W/14`` rows of ``pixel_values`` with
 ``C * temporal_patch_size * 14 * 14`` values each (``[sum of patches, 1176]`` in all), one row
@@ -47,13 +49,14 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
 
 LONG = torch.int64
 IGNORE_INDEX = -100  # labels at this value are left out of the loss (PyTorch's cross-entropy default)
 TEXT_SEED = 0  # text token ids are drawn from their own generator: identical on meta and for real
-# Qwen2-VL image processor defaults (min_pixels / max_pixels of Qwen2VLImageProcessor).
-QWEN2VL_MIN_PIXELS = 56 * 56
-QWEN2VL_MAX_PIXELS = 28 * 28 * 1280
+# Qwen2-VL image processor class defaults (min_pixels / max_pixels of Qwen2VLImageProcessor; pixel_budget.py).
+QWEN2VL_MIN_PIXELS = CLASS_MIN_PIXELS
+QWEN2VL_MAX_PIXELS = CLASS_MAX_PIXELS
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ class NoImageTextLayout(MemgraphError):
 def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.dtype):
     """Batch for an image-text model: the grid (Qwen2-VL) or fixed-size (LLaVA) layout, picked from the config."""
     layout = layout_of(cfg)
+    if layout != "grid":
+        refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     if layout == "grid":
         inputs = _qwen2_vl(cfg, opts, defaults, dtype)
     elif layout == "fixed":
@@ -299,11 +304,12 @@ def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = QW
     return h_bar, w_bar
 
 
-def qwen2_vl_grid(cfg, size) -> tuple[int, int, int]:
+def qwen2_vl_grid(cfg, size, min_pixels: int = QWEN2VL_MIN_PIXELS,
+                  max_pixels: int = QWEN2VL_MAX_PIXELS) -> tuple[int, int, int]:
     """(grid_h, grid_w, visual tokens) of one image of ``size`` (N or (H, W)) after the processor's resize."""
     v = cfg.vision_config
     patch, merge = _one(v.patch_size), v.spatial_merge_size
-    h, w = smart_resize(*image_hw(size), factor=patch * merge)
+    h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=min_pixels, max_pixels=max_pixels)
     gh, gw = h // patch, w // patch
     return gh, gw, gh * gw // (merge * merge)
 
@@ -317,7 +323,8 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
     size = opts.image_size or defaults.get("image_size")
     if size is None:
         raise MemgraphError("no default image size for this model: pass --image-size N or HxW")
-    gh, gw, per_image = qwen2_vl_grid(cfg, size)
+    budget = pixel_budget(opts, defaults)
+    gh, gw, per_image = qwen2_vl_grid(cfg, size, budget.min_pixels, budget.max_pixels)
     b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
     need = 1 + n * (per_image + 2)
     if seq < need:
