@@ -169,6 +169,31 @@ def _shrink(cfg, depth: int = 0) -> None:
             # Gemma 3 average-pools the patch grid to sqrt(mm_tokens_per_image) per side (modeling_gemma3.py
             # Gemma3MultiModalProjector: kernel = patches_per_side // tokens_per_side), which must stay >= 1
             cfg.mm_tokens_per_image = (side[0] // side[1]) ** 2
+        _shrink_pinpoints(cfg, vision)
+        _shrink_feature_layers(cfg, vision)
+
+
+def _shrink_pinpoints(cfg, vision) -> None:
+    """Any-resolution grids (LLaVA-NeXT's ``image_grid_pinpoints``, multiples of its 336-px tile; OneVision's of
+    384) kept in tiles of the shrunk tower: each pinpoint divided by their common unit (the gcd) times the tiny
+    ``image_size``, and only the pinpoints of at most 2x2 tiles kept (a tiny step, the same grid rule)."""
+    pinpoints = getattr(cfg, "image_grid_pinpoints", None)
+    size = getattr(vision, "image_size", None)
+    if not isinstance(pinpoints, list) or not pinpoints or not isinstance(size, int):
+        return
+    unit = math.gcd(*(int(v) for p in pinpoints for v in p))
+    scaled = [[int(v) // unit * size for v in p] for p in pinpoints]
+    cfg.image_grid_pinpoints = [p for p in scaled if p[0] * p[1] <= 4 * size * size] or scaled[:1]
+
+
+def _shrink_feature_layers(cfg, vision) -> None:
+    """Feature layers past the shrunk tower's depth (VipLLaVA's ``vision_feature_layers`` [-2, -5, -8, -11, 6]
+    index ``hidden_states``, layers + 1 entries): each folded into range, order kept."""
+    layers = getattr(vision, "num_hidden_layers", None)
+    chosen = getattr(cfg, "vision_feature_layers", None)
+    if not isinstance(layers, int) or not isinstance(chosen, (list, tuple)):
+        return
+    cfg.vision_feature_layers = type(chosen)(max(-(layers + 1), min(layers, int(v))) for v in chosen)
 
 
 QWEN2VL_MROPE_DEFAULT = (16, 24, 24)  # modeling_qwen2_vl.py: rope_parameters.get("mrope_section", [16, 24, 24])

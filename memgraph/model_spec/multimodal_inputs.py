@@ -14,6 +14,9 @@ as ``LlavaProcessor`` expands ``<image>``. Tokens per sample::
 every image is a real image, none a processor's all-zero padding image (declared to the trace, see the class);
 ``attention_mask`` is all ones; ``labels`` are the
 ``input_ids`` with the image positions set to the ignore index (-100), as LLaVA training does.
+Any-resolution models (LLaVA-NeXT, LLaVA-OneVision, LLaVA-NeXT-Video: ``image_grid_pinpoints`` in the config)
+take ``--image-size`` as the image's own size: ``pixel_values`` ``[B*N, tiles, C, s, s]`` with the tiles their
+processor cuts, ``image_sizes`` ``[B*N, 2]``, and the report's notes state the tiles (anyres.py).
 
 **Qwen2-VL** (dynamic resolution; ``spatial_merge_size`` and ``temporal_patch_size`` in the
 vision config). ``--image-size H`` or ``HxW`` is resized as the image processor does
@@ -46,6 +49,7 @@ from dataclasses import dataclass, field
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.anyres import describe as describe_tiles, is_anyres
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
@@ -128,17 +132,21 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     layout = layout_of(cfg)
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
+    notes = ()
     if layout == "grid":
         inputs = _qwen2_vl(cfg, opts, defaults, dtype)
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
+        if is_anyres(cfg):
+            h, w = image_hw(opts.image_size or defaults.get("image_size") or _native_size(cfg.vision_config))
+            notes = (describe_tiles(cfg, model_class_for(cfg), h, w),)
     else:
         raise NoImageTextLayout(
             f"no image-text input layout for model_type {getattr(cfg, 'model_type', '?')!r}: configs with a "
             "vision_config of a fixed image_size and an image token id (LLaVA-style) and configs with "
             "spatial_merge_size and temporal_patch_size (Qwen2-VL-style) are supported; describe the inputs with --input"
         )
-    return Batch(tuple(inputs), {})
+    return Batch(tuple(inputs), {}, notes=notes)
 
 
 def layout_of(cfg) -> str | None:
@@ -236,7 +244,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     native = _native_size(vision)
     requested = opts.image_size or defaults.get("image_size") or native
     h, w = image_hw(requested)
-    if (h, w) != native:
+    if (h, w) != native and not is_anyres(cfg):
         size = f"{native[0]}" if native[0] == native[1] else f"{native[0]}x{native[1]}"
         raise MemgraphError(
             f"this {cfg.model_type} model's vision tower takes {native[0]}x{native[1]} images (its processor "
@@ -262,9 +270,13 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
         pos += per_image + 1  # one text token (the newline after <image>) follows each image
     ids[image_mask] = image_id
     labels = ids.masked_fill(image_mask, IGNORE_INDEX)
+    if probe.tiles:  # any resolution: each image as its tiles of the tower's size (anyres.py)
+        pixels = (b * n, probe.tiles, channels, *native)
+    else:
+        pixels = (b * n, channels, h, w) if probe.rank == 4 else (b, n, channels, h, w)
     inputs = [
         _known("input_ids", ids),
-        ImageInput("pixel_values", (b * n, channels, h, w) if probe.rank == 4 else (b, n, channels, h, w), dtype),
+        ImageInput("pixel_values", pixels, dtype),
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
         _known("labels", labels),
     ]
