@@ -170,6 +170,9 @@ def _shrink(cfg, depth: int = 0) -> None:
             # Gemma3MultiModalProjector: kernel = patches_per_side // tokens_per_side), which must stay >= 1
             cfg.mm_tokens_per_image = (side[0] // side[1]) ** 2
         _shrink_pinpoints(cfg, vision)
+        qformer = getattr(cfg, "qformer_config", None)
+        if isinstance(getattr(qformer, "encoder_hidden_size", None), int) and isinstance(getattr(vision, "hidden_size", None), int):
+            qformer.encoder_hidden_size = vision.hidden_size  # the Q-Former cross-attends to the vision tower's output
         _shrink_feature_layers(cfg, vision)
 
 
@@ -298,8 +301,19 @@ def tiny_config(model_type: str):
     from transformers import AutoConfig
 
     cfg = AutoConfig.for_model(model_type)
+    _query_image_token(cfg)
     _shrink(cfg)
     return cfg
+
+
+def _query_image_token(cfg) -> None:
+    """Q-Former models (BLIP-2, InstructBLIP: ``num_query_tokens``) scatter their query outputs into the text at an
+    ``<image>`` token that their processor adds to the tokenizer (``num_query_tokens`` of them per image); the
+    config class defaults ``image_token_index`` to None (released checkpoints set it to the added token's id,
+    past the text vocabulary): given an id past any vocabulary here, which :func:`_remap_tokens` then maps to an
+    unused id of the tiny one."""
+    if isinstance(getattr(cfg, "num_query_tokens", None), int) and getattr(cfg, "image_token_index", 0) is None:
+        cfg.image_token_index = 2 ** 30
 
 
 # -- one architecture -----------------------------------------------------------------------------------

@@ -79,6 +79,8 @@ def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
         raise MemgraphError(f"cannot count {what}: building it on meta failed ({type(e).__name__}: {str(e)[:160]})") from e
     if cfg.model_type in FAMILY_RULES:
         return FAMILY_RULES[cfg.model_type](cfg)
+    if isinstance(getattr(cfg, "num_query_tokens", None), int) and hasattr(model, "query_tokens"):
+        return _query_tokens(cfg)
     if is_anyres(cfg):
         return _probe_tiles(cfg, cls, model, channels, height, width, hidden, what)
     errors = []
@@ -109,6 +111,15 @@ def _probe_tiles(cfg, cls, model, channels, height, width, hidden, what) -> Imag
         raise MemgraphError(f"cannot count {what}: get_image_features on {tiles} meta tiles failed "
                             f"({type(e).__name__}: {str(e)[:160]}); describe the inputs with --input") from e
     return ImageProbe(_rows(out, hidden, what), rank=5, image_sizes=True, tiles=tiles)
+
+
+def _query_tokens(cfg) -> ImageProbe:
+    """Q-Former models (BLIP-2, InstructBLIP): a learned ``query_tokens`` parameter ``[1, num_query_tokens, H]``
+    attends to the image, and ``language_projection`` maps each query output to one text embedding
+    (modeling_blip_2.py ``get_image_features``; the processor inserts ``num_query_tokens`` image tokens,
+    processing_blip_2.py). Read from the structure: the Q-Former's own attention mask is checked by value
+    (``padding_mask.all()``), which a meta probe cannot answer."""
+    return ImageProbe(int(cfg.num_query_tokens))
 
 
 def _idefics3(cfg) -> ImageProbe:

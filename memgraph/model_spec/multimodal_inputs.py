@@ -282,11 +282,23 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     ]
     if probe.image_sizes:  # the processor's (height, width) of each image after its resize
         inputs.append(_known("image_sizes", torch.tensor([[h, w]] * (b * n), dtype=LONG)))
+    if _takes(cfg, "qformer_input_ids"):
+        inputs += _qformer_text(cfg, b, seq - n * per_image, gen)
     if _takes(cfg, "token_type_ids"):
         # Gemma 3 / PaliGemma processors: token_type_ids 1 on the image tokens (models/gemma3/processing_gemma3.py
         # ``mm_token_type_ids[array_ids == self.image_token_id] = 1``); Gemma 3 requires them in training
         inputs.append(_known("token_type_ids", image_mask.to(LONG)))
     return inputs
+
+
+def _qformer_text(cfg, b: int, text_tokens: int, gen) -> list[InputSpec]:
+    """InstructBLIP's instruction for its Q-Former: the processor tokenizes the prompt a second time with the
+    Q-Former's tokenizer (processing_instructblip.py ``qformer_input_ids`` / ``qformer_attention_mask``); here the
+    sample's text tokens again, in the Q-Former's vocabulary, at most its ``max_position_embeddings``."""
+    q = cfg.qformer_config
+    n = max(1, min(text_tokens, q.max_position_embeddings))
+    ids = torch.randint(3, max(q.vocab_size, 4), (b, n), generator=gen, dtype=LONG)
+    return [_known("qformer_input_ids", ids), _known("qformer_attention_mask", torch.ones(b, n, dtype=LONG))]
 
 
 def _takes(cfg, name: str) -> bool:
