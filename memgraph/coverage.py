@@ -153,13 +153,14 @@ def _shrink(cfg, depth: int = 0) -> None:
         cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's convention: the pad token
     if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "pad_token_id", -1) is None:
         cfg.pad_token_id = cfg.decoder_start_token_id  # shift_tokens_right needs one (Moonshine's config has none)
+    _shrink_layer_lists(cfg)
     for key, value in list(vars(cfg).items()):
         if isinstance(value, PretrainedConfig) and depth < 3:
             _shrink(value, depth + 1)
     if depth == 0 and hasattr(cfg, "get_text_config"):
         text = cfg.get_text_config()
         if text is not cfg and isinstance(getattr(text, "vocab_size", None), int):
-            _remap_tokens(cfg, text.vocab_size)  # LLaVA's image_token_id 32000 lives beside a shrunk text vocab
+            _remap_tokens(cfg, text.vocab_size, (text,))  # LLaVA's image_token_id 32000 beside a shrunk text vocab
         vision = getattr(cfg, "vision_config", None)
         if isinstance(getattr(vision, "out_hidden_size", None), int) and isinstance(getattr(text, "hidden_size", None), int):
             vision.out_hidden_size = text.hidden_size  # the vision merger's output feeds the text model (GLM-4V)
@@ -187,6 +188,25 @@ def _shrink_pinpoints(cfg, vision) -> None:
     unit = math.gcd(*(int(v) for p in pinpoints for v in p))
     scaled = [[int(v) // unit * size for v in p] for p in pinpoints]
     cfg.image_grid_pinpoints = [p for p in scaled if p[0] * p[1] <= 4 * size * size] or scaled[:1]
+
+
+def _shrink_layer_lists(cfg) -> None:
+    """Per-layer index lists kept inside the shrunk depth (Mllama: the vision tower's ``intermediate_layers_indices``
+    [3, 7, 15, 23, 30], each one's hidden state concatenated into ``vision_output_dim`` = hidden x (5 + 1), and
+    the text model's ``cross_attention_layers`` [3, 8, ..., 38]; its ``num_global_layers`` 8)."""
+    layers = getattr(cfg, "num_hidden_layers", None)
+    if not isinstance(layers, int):
+        return
+    chosen = getattr(cfg, "intermediate_layers_indices", None)
+    if isinstance(chosen, list) and chosen:
+        cfg.intermediate_layers_indices = [min(int(v), layers - 1) for v in chosen]
+        if isinstance(getattr(cfg, "vision_output_dim", None), int):
+            cfg.vision_output_dim = cfg.hidden_size * (len(chosen) + 1)
+    cross = getattr(cfg, "cross_attention_layers", None)
+    if isinstance(cross, list) and cross:
+        cfg.cross_attention_layers = sorted({min(int(v), layers - 1) for v in cross})
+    if isinstance(getattr(cfg, "num_global_layers", None), int):
+        cfg.num_global_layers = min(cfg.num_global_layers, LAYERS)
 
 
 def _shrink_feature_layers(cfg, vision) -> None:
@@ -266,10 +286,11 @@ def _shrink_vocab(cfg) -> None:
     _remap_tokens(cfg, VOCAB)
 
 
-def _remap_tokens(cfg, vocab: int) -> None:
-    """Special token ids of ``cfg`` at or past ``vocab`` moved to the top of the vocabulary, distinct ones."""
+def _remap_tokens(cfg, vocab: int, others=()) -> None:
+    """Special token ids of ``cfg`` at or past ``vocab`` moved to the top of the vocabulary, distinct ones (also
+    distinct from the ids of the configs in ``others``: Mllama's text BOS and its image token)."""
     used = set()
-    for key, value in vars(cfg).items():
+    for key, value in [kv for c in (cfg, *others) for kv in vars(c).items()]:
         if key.endswith(("token_id", "token_index", "token_ids")):
             used.update(v for v in (value if isinstance(value, list) else [value]) if isinstance(v, int))
     taken = vocab - 1

@@ -50,6 +50,7 @@ import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.anyres import describe as describe_tiles, is_anyres
+from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is_cross_attention
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
@@ -133,7 +134,10 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
-    if layout == "grid":
+    if layout == "cross":
+        inputs, note = _cross_attention(cfg, opts, defaults, dtype)
+        notes = (note,)
+    elif layout == "grid":
         inputs = _qwen2_vl(cfg, opts, defaults, dtype)
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
@@ -157,6 +161,8 @@ def layout_of(cfg) -> str | None:
     vision = getattr(cfg, "vision_config", None)
     if vision is None:
         return None
+    if is_cross_attention(cfg, model_class_for(cfg)):
+        return "cross"
     if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
             and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"
@@ -299,6 +305,16 @@ def _qformer_text(cfg, b: int, text_tokens: int, gen) -> list[InputSpec]:
     n = max(1, min(text_tokens, q.max_position_embeddings))
     ids = torch.randint(3, max(q.vocab_size, 4), (b, n), generator=gen, dtype=LONG)
     return [_known("qformer_input_ids", ids), _known("qformer_attention_mask", torch.ones(b, n, dtype=LONG))]
+
+
+def _cross_attention(cfg, opts, defaults, dtype):
+    """Mllama's layout (cross_attention_inputs.py): ``--image-size`` the image's own size, default one tile."""
+    size = opts.image_size or defaults.get("image_size") or int(cfg.vision_config.image_size)
+    h, w = image_hw(size)
+    b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
+    gen = torch.Generator().manual_seed(TEXT_SEED)
+    text_ids = _text_ids(b * seq, cfg.get_text_config().vocab_size, _specials(cfg), gen).view(b, seq)
+    return cross_attention_batch(cfg, b, n, seq, h, w, dtype, text_ids)
 
 
 def _takes(cfg, name: str) -> bool:
