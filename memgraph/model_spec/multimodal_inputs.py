@@ -358,6 +358,23 @@ def _one(v) -> int:
     return int(v[0]) if isinstance(v, (list, tuple)) else int(v)
 
 
+# transformers 5.23 Qwen2VLVideoProcessor.size (video_processing_qwen2_vl.py): each frame's pixel budget
+QWEN2VL_VIDEO_MIN_PIXELS = 128 * 28 * 28
+QWEN2VL_VIDEO_MAX_PIXELS = 28 * 28 * 768
+
+
+def qwen2_vl_video_grid(cfg, size, frames: int) -> tuple[int, int, int, int]:
+    """(grid_t, grid_h, grid_w, video tokens) of one video of ``frames`` frames of ``size``: each frame resized by
+    ``smart_resize`` within the video processor's budget, frames padded to a multiple of the temporal patch and
+    grouped by it (video_processing_qwen2_vl.py: ``grid_t = (frames + -frames % temporal) // temporal``)."""
+    v = cfg.vision_config
+    patch, merge, temporal = _one(v.patch_size), v.spatial_merge_size, _one(v.temporal_patch_size)
+    h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=QWEN2VL_VIDEO_MIN_PIXELS,
+                        max_pixels=QWEN2VL_VIDEO_MAX_PIXELS)
+    gt, gh, gw = (frames + -frames % temporal) // temporal, h // patch, w // patch
+    return gt, gh, gw, gt * gh * gw // (merge * merge)
+
+
 def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
     v = cfg.vision_config
     size = opts.image_size or defaults.get("image_size")
@@ -365,36 +382,49 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
         raise MemgraphError("no default image size for this model: pass --image-size N or HxW")
     budget = pixel_budget(opts, defaults)
     gh, gw, per_image = qwen2_vl_grid(cfg, size, budget.min_pixels, budget.max_pixels)
-    b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
-    need = 1 + n * (per_image + 2)
+    frames = getattr(opts, "video_frames", None)
+    b, seq = opts.batch_size, _seq(opts, defaults)
+    n = opts.images if opts.images else (0 if frames else _images(opts, defaults))
+    video = qwen2_vl_video_grid(cfg, size, frames) if frames else None
+    per_video = video[3] if video else 0
+    need = 1 + n * (per_image + 2) + (per_video + 2 if video else 0)
     if seq < need:
-        raise _too_short(seq, need, f"{n} image(s) of {per_image} visual tokens")
+        what = f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
+        raise _too_short(seq, need, what)
     gen = torch.Generator().manual_seed(TEXT_SEED)
     text = cfg.get_text_config()
     ids = _text_ids(b * seq, text.vocab_size, _specials(cfg), gen).view(b, seq)
-    image_mask = torch.zeros(b, seq, dtype=torch.bool)
+    kind = torch.zeros(b, seq, dtype=LONG)  # mm_token_type_ids: 1 image, 2 video (processing_qwen2_vl.py)
     vision_tokens = torch.zeros(b, seq, dtype=torch.bool)
     start, end = _token(cfg, "vision_start_token_id"), _token(cfg, "vision_end_token_id")
     pos = 1
-    for _ in range(n):
+    for tokens, code in [(per_image, 1)] * n + ([(per_video, 2)] if video else []):
         ids[:, pos] = start if start is not None else ids[:, pos]
-        image_mask[:, pos + 1:pos + 1 + per_image] = True
-        ids[:, pos + 1 + per_image] = end if end is not None else ids[:, pos + 1 + per_image]
-        vision_tokens[:, pos:pos + per_image + 2] = True
-        pos += per_image + 2
-    ids[image_mask] = _token(cfg, "image_token_id", "image_token_index")
+        kind[:, pos + 1:pos + 1 + tokens] = code
+        ids[:, pos + 1 + tokens] = end if end is not None else ids[:, pos + 1 + tokens]
+        vision_tokens[:, pos:pos + tokens + 2] = True
+        pos += tokens + 2
+    if n:
+        ids[kind == 1] = _token(cfg, "image_token_id", "image_token_index")
+    if video:
+        ids[kind == 2] = _token(cfg, "video_token_id")
     labels = ids.masked_fill(vision_tokens, IGNORE_INDEX)
     channels = getattr(v, "in_channels", None) or getattr(v, "in_chans", 3)
     patch, temporal = _one(v.patch_size), _one(v.temporal_patch_size)
-    grid = torch.tensor([[1, gh, gw]] * (b * n), dtype=LONG)
-    return [
+    row = channels * temporal * patch * patch
+    inputs = [
         _known("input_ids", ids),
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
-        _known("mm_token_type_ids", image_mask.to(LONG)),
-        InputSpec("pixel_values", (b * n * gh * gw, channels * temporal * patch * patch), dtype),
-        _known("image_grid_thw", grid),
-        _known("labels", labels),
+        _known("mm_token_type_ids", kind),
     ]
+    if n:
+        inputs += [InputSpec("pixel_values", (b * n * gh * gw, row), dtype),
+                   _known("image_grid_thw", torch.tensor([[1, gh, gw]] * (b * n), dtype=LONG))]
+    if video:
+        gt, vh, vw, _ = video
+        inputs += [InputSpec("pixel_values_videos", (b * gt * vh * vw, row), dtype),
+                   _known("video_grid_thw", torch.tensor([[gt, vh, vw]] * b, dtype=LONG))]
+    return inputs + [_known("labels", labels)]
 
 
-__all__ = ["KnownInput", "ImageInput", "NO_ZERO", "NoImageTextLayout", "image_text_to_text", "layout_of", "image_hw", "smart_resize", "qwen2_vl_grid", "llava_image_tokens"]
+__all__ = ["KnownInput", "ImageInput", "NO_ZERO", "NoImageTextLayout", "image_text_to_text", "layout_of", "image_hw", "smart_resize", "qwen2_vl_grid", "qwen2_vl_video_grid", "llava_image_tokens"]
