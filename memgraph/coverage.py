@@ -333,8 +333,10 @@ def _query_image_token(cfg) -> None:
     config class defaults ``image_token_index`` to None (released checkpoints set it to the added token's id,
     past the text vocabulary): given an id past any vocabulary here, which :func:`_remap_tokens` then maps to an
     unused id of the tiny one."""
-    if isinstance(getattr(cfg, "num_query_tokens", None), int) and getattr(cfg, "image_token_index", 0) is None:
-        cfg.image_token_index = 2 ** 30
+    if isinstance(getattr(cfg, "num_query_tokens", None), int):
+        for key in ("image_token_index", "video_token_index"):  # InstructBLIP-Video's <video> token
+            if getattr(cfg, key, 0) is None:
+                setattr(cfg, key, 2 ** 30)
 
 
 # -- one architecture -----------------------------------------------------------------------------------
@@ -386,7 +388,13 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
 
         # a grid (Qwen2-VL-style) model has no native size: 56 px is the smallest side its processor makes
         # (min_pixels 56*56, smart_resize), a 4x4 grid of 14-px patches, 4 visual tokens after the 2x2 merge
-        kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=1, image_size=56 if layout_of(cfg) == "grid" else None)
+        layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image
+        kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout == "query-video" else 1,
+                  image_size=56 if layout == "grid" else None)
+        if layout == "query-video":  # 4 frames x num_query_tokens video tokens, then the usual text
+            from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES
+
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + QUERY_VIDEO_FRAMES * cfg.num_query_tokens
     spec = ModelSpec(name=f"{model_type} ({class_name})", source="config", task=mtask, config=cfg,
                      model_class=class_name)
     return spec, TrainingOptions(**kw)

@@ -134,7 +134,9 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
-    if layout == "cross":
+    if layout == "query-video":
+        inputs = _query_video(cfg, opts, defaults, dtype)
+    elif layout == "cross":
         inputs, note = _cross_attention(cfg, opts, defaults, dtype)
         notes = (note,)
     elif layout == "grid":
@@ -163,6 +165,9 @@ def layout_of(cfg) -> str | None:
         return None
     if is_cross_attention(cfg, model_class_for(cfg)):
         return "cross"
+    if isinstance(getattr(cfg, "num_query_tokens", None), int) and isinstance(_token(cfg, "video_token_index"), int) \
+            and _native_size(vision) is not None:
+        return "query-video"
     if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
             and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"
@@ -204,7 +209,7 @@ def _seq(opts: TrainingOptions, defaults: dict) -> int:
 
 
 def _specials(cfg) -> set[int]:
-    names = ("image_token_id", "image_token_index", "video_token_id", "vision_start_token_id",
+    names = ("image_token_id", "image_token_index", "video_token_id", "video_token_index", "vision_start_token_id",
              "vision_end_token_id", "vision_token_id", "pad_token_id", "bos_token_id", "eos_token_id")
     out = set()
     for c in (cfg, cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg):
@@ -305,6 +310,45 @@ def _qformer_text(cfg, b: int, text_tokens: int, gen) -> list[InputSpec]:
     n = max(1, min(text_tokens, q.max_position_embeddings))
     ids = torch.randint(3, max(q.vocab_size, 4), (b, n), generator=gen, dtype=LONG)
     return [_known("qformer_input_ids", ids), _known("qformer_attention_mask", torch.ones(b, n, dtype=LONG))]
+
+
+# processing_instructblipvideo.py inserts num_query_tokens * 4 video tokens ("video has frames=4 always",
+# modeling_instructblipvideo.py): the frames a video must have
+QUERY_VIDEO_FRAMES = 4
+
+
+def _query_video(cfg, opts, defaults, dtype) -> list[InputSpec]:
+    """InstructBLIP-Video: ``pixel_values`` ``[B, 4, C, s, s]``; each frame through the vision tower and the
+    Q-Former, ``num_query_tokens`` text embeddings per frame at the ``<video>`` tokens; the instruction again
+    for the Q-Former (:func:`_qformer_text`)."""
+    frames = getattr(opts, "video_frames", None) or QUERY_VIDEO_FRAMES
+    if frames != QUERY_VIDEO_FRAMES:
+        raise MemgraphError(f"--video-frames {frames}: InstructBLIP-Video's processor inserts the tokens of "
+                            f"{QUERY_VIDEO_FRAMES} frames per video: pass --video-frames {QUERY_VIDEO_FRAMES}")
+    if opts.images:
+        raise MemgraphError("--images: InstructBLIP-Video takes one video per sample, no images: drop --images")
+    v = cfg.vision_config
+    s = _native_size(v)
+    if opts.image_size is not None and image_hw(opts.image_size) != s:
+        raise MemgraphError(f"this model's processor resizes every frame to {s[0]}x{s[1]}: pass --image-size {s[0]}")
+    b, seq = opts.batch_size, _seq(opts, defaults)
+    tokens = cfg.num_query_tokens * frames
+    if seq < tokens + 2:
+        raise MemgraphError(f"--seq-len {seq} cannot hold a video of {tokens} query tokens with text: pass "
+                            f"--seq-len {tokens + 2} or more")
+    gen = torch.Generator().manual_seed(TEXT_SEED)
+    ids = _text_ids(b * seq, cfg.get_text_config().vocab_size, _specials(cfg), gen).view(b, seq)
+    video = torch.zeros(b, seq, dtype=torch.bool)
+    video[:, :tokens] = True  # the processor puts the video tokens first, then BOS and the text
+    ids[video] = _token(cfg, "video_token_index")
+    channels = getattr(v, "num_channels", None) or 3
+    return [
+        _known("input_ids", ids),
+        ImageInput("pixel_values", (b, frames, channels, *s), dtype),
+        _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
+        _known("labels", ids.masked_fill(video, IGNORE_INDEX)),
+        *_qformer_text(cfg, b, seq - tokens, gen),
+    ]
 
 
 def _cross_attention(cfg, opts, defaults, dtype):
