@@ -27,6 +27,7 @@ import torch
 from memgraph.errors import MemgraphError
 
 LONG = torch.int64
+IGNORE_INDEX = -100  # labels at this value are left out of the loss (PyTorch's cross-entropy default)
 
 
 def is_cross_attention(cfg, model_class) -> bool:
@@ -55,12 +56,11 @@ def tiled_canvas(cfg, height: int, width: int) -> tuple[int, tuple[int, int]]:
     return index + 1, tiles
 
 
-def cross_attention_batch(cfg, b: int, n: int, seq: int, h: int, w: int, dtype, text_ids) -> tuple[list, str]:
-    """The inputs (``KnownInput``/``ImageInput`` made by the caller's helpers) and one line on the tiles."""
+def cross_attention_batch(cfg, b: int, n: int, seq: int, h: int, w: int, text_ids) -> tuple[dict, tuple, str]:
+    """The integer inputs by name (input_ids, aspect_ratio_ids/mask, cross_attention_mask, attention_mask, labels
+    with the image tokens at -100), the ``pixel_values`` shape, and one line on the tiles."""
     from transformers.models.mllama.processing_mllama import (convert_sparse_cross_attention_mask_to_dense,
                                                              get_cross_attention_token_mask)
-
-    from memgraph.model_spec.multimodal_inputs import IGNORE_INDEX, ImageInput, _known
 
     v = cfg.vision_config
     s, max_tiles, channels = int(v.image_size), int(v.max_num_tiles), int(getattr(v, "num_channels", 3))
@@ -76,21 +76,19 @@ def cross_attention_batch(cfg, b: int, n: int, seq: int, h: int, w: int, dtype, 
     ids[:, 1:1 + n] = image_id
     spans = [get_cross_attention_token_mask(row.tolist(), image_id) for row in ids]
     dense = convert_sparse_cross_attention_mask_to_dense(spans, [[tiles] * n] * b, max_tiles, seq)
-    labels = ids.masked_fill(ids == image_id, IGNORE_INDEX)
     ratio_mask = torch.zeros(b, n, max_tiles, dtype=LONG)
     ratio_mask[:, :, :tiles] = 1
-    inputs = [
-        _known("input_ids", ids),
-        ImageInput("pixel_values", (b, n, max_tiles, channels, s, s), dtype),
-        _known("aspect_ratio_ids", torch.full((b, n), ratio_id, dtype=LONG)),
-        _known("aspect_ratio_mask", ratio_mask),
-        _known("cross_attention_mask", torch.as_tensor(dense, dtype=LONG)),
-        _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
-        _known("labels", labels),
-    ]
+    known = {
+        "input_ids": ids,
+        "aspect_ratio_ids": torch.full((b, n), ratio_id, dtype=LONG),
+        "aspect_ratio_mask": ratio_mask,
+        "cross_attention_mask": torch.as_tensor(dense, dtype=LONG),
+        "attention_mask": torch.ones(b, seq, dtype=LONG),
+        "labels": ids.masked_fill(ids == image_id, IGNORE_INDEX),
+    }
     note = (f"image {h}x{w} is resized onto {rows}x{cols} tiles of {s} px (aspect_ratio_id {ratio_id}) and padded "
             f"to max_num_tiles {max_tiles}: pixel_values hold {max_tiles} tiles per image whatever the size")
-    return inputs, note
+    return known, (b, n, max_tiles, channels, s, s), note
 
 
 __all__ = ["is_cross_attention", "tiled_canvas", "cross_attention_batch"]

@@ -358,7 +358,10 @@ def _cross_attention(cfg, opts, defaults, dtype):
     b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
     gen = torch.Generator().manual_seed(TEXT_SEED)
     text_ids = _text_ids(b * seq, cfg.get_text_config().vocab_size, _specials(cfg), gen).view(b, seq)
-    return cross_attention_batch(cfg, b, n, seq, h, w, dtype, text_ids)
+    known, pixels, note = cross_attention_batch(cfg, b, n, seq, h, w, text_ids)
+    order = ("input_ids", "aspect_ratio_ids", "aspect_ratio_mask", "cross_attention_mask", "attention_mask", "labels")
+    inputs = [_known(name, known[name]) for name in order]
+    return [inputs[0], ImageInput("pixel_values", pixels, dtype), *inputs[1:]], note
 
 
 def _takes(cfg, name: str) -> bool:
