@@ -911,6 +911,13 @@ def model_from_config(cls, config, attn_implementation: str, dtype: torch.dtype)
 #   - _fsdp_param.alloc_storage / free_storage: FSDP2 frees and re-allocates the unsharded parameters
 #     with untyped_storage().resize_(0 | size), which no dispatch mode sees: they are reported to
 #     the recorder.
+#   - _fsdp_param_group.FSDPParamGroup.finalize_backward waits on an all-gather that was started and never
+#     waited for (a "mistargeted unshard": backward prefetch all-gathers the group that ran forward just
+#     before, e.g. LLaVA's last vision layer, whose output vision_feature_layer=-2 leaves out of the loss,
+#     so its pre-backward never comes) with torch.accelerator.current_stream(), not the group's device
+#     handle; a CPU build has no accelerator and raises. On a GPU the wait is the current stream waiting
+#     on the all-gather event, then the result (and its output buffer) is dropped; on meta the event is
+#     waited through the device handle (a no-op, as a CPU run's) and the original then drops the result.
 # --------------------------------------------------------------------------------------------
 _FSDP_MODULES = ("_fully_shard", "_fsdp_init", "_fsdp_param", "_fsdp_param_group", "_fsdp_collectives",
                  "_fsdp_state")
@@ -944,6 +951,9 @@ def _check_fake_distributed():
     for name in ("_fsdp_init", "_fsdp_param_group", "_fsdp_collectives", "_fsdp_state"):
         if not hasattr(fsdp[name], "_get_device_handle"):
             return f"torch.distributed.fsdp._fully_shard.{name} no longer imports _get_device_handle"
+    finalize = inspect.getsource(fsdp["_fsdp_param_group"].FSDPParamGroup.finalize_backward)
+    if "self._all_gather_result.all_gather_event" not in finalize:
+        return "FSDPParamGroup.finalize_backward no longer waits on a pending all-gather's event"
     return None
 
 
@@ -1036,12 +1046,23 @@ def distributed_on_meta(on_alloc_storage: Callable[[torch.Tensor], None],
     def device_handle(original):
         return lambda device_type="cuda": _META_DEVICE_HANDLE if device_type == "meta" else original(device_type)
 
+    group_class = fsdp["_fsdp_param_group"].FSDPParamGroup
+    original_finalize = group_class.finalize_backward
+
+    def finalize_backward(self):
+        pending = self._all_gather_result
+        if pending is not None and pending.all_gather_event is not None and self.device.type == "meta":
+            self.device_handle.current_stream().wait_event(pending.all_gather_event)
+            self._all_gather_result = pending._replace(all_gather_event=None)
+        return original_finalize(self)
+
     with contextlib.ExitStack() as stack:
         patch = stack.enter_context
         patch(mock.patch.object(ddp, "_verify_param_shape_across_processes", lambda *a, **k: None))
         patch(mock.patch.object(fsdp["_fully_shard"], "_get_device_from_mesh", lambda mesh: torch.device("meta")))
         patch(mock.patch.object(fsdp["_fsdp_param_group"].FSDPParamGroup, "_validate_no_meta_params",
                                 lambda self: None))
+        patch(mock.patch.object(group_class, "finalize_backward", finalize_backward))
         patch(mock.patch.object(fsdp["_fsdp_param"], "alloc_storage", alloc_storage))
         patch(mock.patch.object(fsdp["_fsdp_param"], "free_storage", free_storage))
         patch(mock.patch.object(fsdp["_fsdp_param_group"], "alloc_storage", alloc_storage))

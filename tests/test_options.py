@@ -25,6 +25,8 @@ ENV = "PYTORCH_CUDA_ALLOC_CONF"
 # What `memgraph analyze --help` says each option defaults to, written out by hand.
 HELP_DEFAULTS = {
     "--batch-size": "1", "--seq-len": "the model's", "--image-size": "the model's",
+    "--max-pixels": "the checkpoint's preprocessor_config.json, else the processor's",
+    "--min-pixels": "the checkpoint's preprocessor_config.json, else the processor's", "--video-frames": "no video",
     "--audio-seconds": "the model's", "--target-len": "the model's", "--precision": "fp32",
     "--optimizer": "adamw", "--optimizer-impl": "auto", "--freeze": "none", "--train": "none", "--iterations": "2",
     "--target": "cuda", "--attn": "auto", "--gradient-checkpointing": "off", "--input": "none",
@@ -93,15 +95,15 @@ def test_help_shows_each_default(monkeypatch, capsys, no_alloc_conf):
 
 def test_analyze_arguments_give_the_training_options(no_alloc_conf):
     got = parse("analyze", "gpt2", "--batch-size", "4", "--precision", "bf16-mixed", "--attn", "sdpa",
-                "-s", "512", "--image-size", "448x672", "--audio-seconds", "1.5", "--target-len", "7",
+                "-s", "512", "--image-size", "448x672", "--max-pixels", "1003520", "--min-pixels", "3136", "--video-frames", "8", "--audio-seconds", "1.5", "--target-len", "7",
                 "--optimizer", "sgd-momentum", "--optimizer-impl", "foreach", "--freeze", "*.bias",
                 "--freeze", "lm_head.*", "--train", "h.*", "--iterations", "3", "--gradient-checkpointing",
                 "--input", "x=float32[2]", "--gpu", "A100-80GB", "--allocator-conf", "expandable_segments:True",
                 "--images", "2", "--loop", "trainer", "--stage", "2", "--zero-grad", "zero", "--loss", "sum",
                 "--context-bytes", "1.5GiB", "--cuda-version", "12", "--module-loading", "eager",
                 "--nproc", "8", "--strategy", "ddp", "--gradient-as-bucket-view", "--depth-synthesis", "off")
-    want = {"batch_size": 4, "seq_len": 512, "image_size": (448, 672), "audio_seconds": 1.5, "target_len": 7,
-            "precision": "bf16-mixed", "optimizer": "sgd-momentum", "optimizer_impl": "foreach",
+    want = {"batch_size": 4, "seq_len": 512, "image_size": (448, 672), "max_pixels": 1003520, "min_pixels": 3136, "video_frames": 8,
+            "audio_seconds": 1.5, "target_len": 7, "precision": "bf16-mixed", "optimizer": "sgd-momentum", "optimizer_impl": "foreach",
             "freeze": ("*.bias", "lm_head.*"), "train": ("h.*",), "iterations": 3, "target": "cuda",
             "attn_implementation": "sdpa", "gradient_checkpointing": True, "inputs": ("x=float32[2]",),
             "gpu": "a100-80gb",  # the catalog key, whatever the case given

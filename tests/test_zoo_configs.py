@@ -49,7 +49,8 @@ FAMILY_TASKS = {
     "speech": {"speech-seq2seq"},
     "vision-language": {"image-text-to-text"},
 }
-DEFAULT_KEYS = {"seq_len", "image_size", "target_len", "audio_seconds", "images"}
+# min_pixels / max_pixels: a pixel-budget processor's figures from the checkpoint's preprocessor_config.json
+DEFAULT_KEYS = {"seq_len", "image_size", "target_len", "audio_seconds", "images", "min_pixels", "max_pixels"}
 # The inputs each family needs a default for.
 FAMILY_DEFAULTS = {
     "decoder-lm": {"seq_len"},

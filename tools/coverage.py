@@ -157,13 +157,14 @@ def _shrink(cfg, depth: int = 0) -> None:
         cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's convention: the pad token
     if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "pad_token_id", -1) is None:
         cfg.pad_token_id = cfg.decoder_start_token_id  # shift_tokens_right needs one (Moonshine's config has none)
+    _shrink_layer_lists(cfg)
     for key, value in list(vars(cfg).items()):
         if isinstance(value, PretrainedConfig) and depth < 3:
             _shrink(value, depth + 1)
     if depth == 0 and hasattr(cfg, "get_text_config"):
         text = cfg.get_text_config()
         if text is not cfg and isinstance(getattr(text, "vocab_size", None), int):
-            _remap_tokens(cfg, text.vocab_size)  # LLaVA's image_token_id 32000 lives beside a shrunk text vocab
+            _remap_tokens(cfg, text.vocab_size, (text,))  # LLaVA's image_token_id 32000 beside a shrunk text vocab
         vision = getattr(cfg, "vision_config", None)
         if isinstance(getattr(vision, "out_hidden_size", None), int) and isinstance(getattr(text, "hidden_size", None), int):
             vision.out_hidden_size = text.hidden_size  # the vision merger's output feeds the text model (GLM-4V)
@@ -173,6 +174,53 @@ def _shrink(cfg, depth: int = 0) -> None:
             # Gemma 3 average-pools the patch grid to sqrt(mm_tokens_per_image) per side (modeling_gemma3.py
             # Gemma3MultiModalProjector: kernel = patches_per_side // tokens_per_side), which must stay >= 1
             cfg.mm_tokens_per_image = (side[0] // side[1]) ** 2
+        _shrink_pinpoints(cfg, vision)
+        qformer = getattr(cfg, "qformer_config", None)
+        if isinstance(getattr(qformer, "encoder_hidden_size", None), int) and isinstance(getattr(vision, "hidden_size", None), int):
+            qformer.encoder_hidden_size = vision.hidden_size  # the Q-Former cross-attends to the vision tower's output
+        _shrink_feature_layers(cfg, vision)
+
+
+def _shrink_pinpoints(cfg, vision) -> None:
+    """Any-resolution grids (LLaVA-NeXT's ``image_grid_pinpoints``, multiples of its 336-px tile; OneVision's of
+    384) kept in tiles of the shrunk tower: each pinpoint divided by their common unit (the gcd) times the tiny
+    ``image_size``, and only the pinpoints of at most 2x2 tiles kept (a tiny step, the same grid rule)."""
+    pinpoints = getattr(cfg, "image_grid_pinpoints", None)
+    size = getattr(vision, "image_size", None)
+    if not isinstance(pinpoints, list) or not pinpoints or not isinstance(size, int):
+        return
+    unit = math.gcd(*(int(v) for p in pinpoints for v in p))
+    scaled = [[int(v) // unit * size for v in p] for p in pinpoints]
+    cfg.image_grid_pinpoints = [p for p in scaled if p[0] * p[1] <= 4 * size * size] or scaled[:1]
+
+
+def _shrink_layer_lists(cfg) -> None:
+    """Per-layer index lists kept inside the shrunk depth (Mllama: the vision tower's ``intermediate_layers_indices``
+    [3, 7, 15, 23, 30], each one's hidden state concatenated into ``vision_output_dim`` = hidden x (5 + 1), and
+    the text model's ``cross_attention_layers`` [3, 8, ..., 38]; its ``num_global_layers`` 8)."""
+    layers = getattr(cfg, "num_hidden_layers", None)
+    if not isinstance(layers, int):
+        return
+    chosen = getattr(cfg, "intermediate_layers_indices", None)
+    if isinstance(chosen, list) and chosen:
+        cfg.intermediate_layers_indices = [min(int(v), layers - 1) for v in chosen]
+        if isinstance(getattr(cfg, "vision_output_dim", None), int):
+            cfg.vision_output_dim = cfg.hidden_size * (len(chosen) + 1)
+    cross = getattr(cfg, "cross_attention_layers", None)
+    if isinstance(cross, list) and cross:
+        cfg.cross_attention_layers = sorted({min(int(v), layers - 1) for v in cross})
+    if isinstance(getattr(cfg, "num_global_layers", None), int):
+        cfg.num_global_layers = min(cfg.num_global_layers, LAYERS)
+
+
+def _shrink_feature_layers(cfg, vision) -> None:
+    """Feature layers past the shrunk tower's depth (VipLLaVA's ``vision_feature_layers`` [-2, -5, -8, -11, 6]
+    index ``hidden_states``, layers + 1 entries): each folded into range, order kept."""
+    layers = getattr(vision, "num_hidden_layers", None)
+    chosen = getattr(cfg, "vision_feature_layers", None)
+    if not isinstance(layers, int) or not isinstance(chosen, (list, tuple)):
+        return
+    cfg.vision_feature_layers = type(chosen)(max(-(layers + 1), min(layers, int(v))) for v in chosen)
 
 
 QWEN2VL_MROPE_DEFAULT = (16, 24, 24)  # modeling_qwen2_vl.py: rope_parameters.get("mrope_section", [16, 24, 24])
@@ -242,10 +290,11 @@ def _shrink_vocab(cfg) -> None:
     _remap_tokens(cfg, VOCAB)
 
 
-def _remap_tokens(cfg, vocab: int) -> None:
-    """Special token ids of ``cfg`` at or past ``vocab`` moved to the top of the vocabulary, distinct ones."""
+def _remap_tokens(cfg, vocab: int, others=()) -> None:
+    """Special token ids of ``cfg`` at or past ``vocab`` moved to the top of the vocabulary, distinct ones (also
+    distinct from the ids of the configs in ``others``: Mllama's text BOS and its image token)."""
     used = set()
-    for key, value in vars(cfg).items():
+    for key, value in [kv for c in (cfg, *others) for kv in vars(c).items()]:
         if key.endswith(("token_id", "token_index", "token_ids")):
             used.update(v for v in (value if isinstance(value, list) else [value]) if isinstance(v, int))
     taken = vocab - 1
@@ -277,8 +326,21 @@ def tiny_config(model_type: str):
     from transformers import AutoConfig
 
     cfg = AutoConfig.for_model(model_type)
+    _query_image_token(cfg)
     _shrink(cfg)
     return cfg
+
+
+def _query_image_token(cfg) -> None:
+    """Q-Former models (BLIP-2, InstructBLIP: ``num_query_tokens``) scatter their query outputs into the text at an
+    ``<image>`` token that their processor adds to the tokenizer (``num_query_tokens`` of them per image); the
+    config class defaults ``image_token_index`` to None (released checkpoints set it to the added token's id,
+    past the text vocabulary): given an id past any vocabulary here, which :func:`_remap_tokens` then maps to an
+    unused id of the tiny one."""
+    if isinstance(getattr(cfg, "num_query_tokens", None), int):
+        for key in ("image_token_index", "video_token_index"):  # InstructBLIP-Video's <video> token
+            if getattr(cfg, key, 0) is None:
+                setattr(cfg, key, 2 ** 30)
 
 
 # -- one architecture -----------------------------------------------------------------------------------
@@ -330,7 +392,13 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
 
         # a grid (Qwen2-VL-style) model has no native size: 56 px is the smallest side its processor makes
         # (min_pixels 56*56, smart_resize), a 4x4 grid of 14-px patches, 4 visual tokens after the 2x2 merge
-        kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=1, image_size=56 if layout_of(cfg) == "grid" else None)
+        layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image
+        kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout == "query-video" else 1,
+                  image_size=56 if layout == "grid" else None)
+        if layout == "query-video":  # 4 frames x num_query_tokens video tokens, then the usual text
+            from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES
+
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + QUERY_VIDEO_FRAMES * cfg.num_query_tokens
     spec = ModelSpec(name=f"{model_type} ({class_name})", source="config", task=mtask, config=cfg,
                      model_class=class_name)
     return spec, TrainingOptions(**kw)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.anyres import is_anyres, tiles_per_image
 from memgraph.model_spec.auto_classes import auto_class
 
 
@@ -35,6 +36,7 @@ class ImageProbe:
     tokens: int
     rank: int = 4
     image_sizes: bool = False
+    tiles: int = 0  # any-resolution models (anyres.py): pixel_values [images, tiles, C, s, s]; 0: not tiled
 
 
 def image_tokens_per_image(cfg, channels: int, height: int, width: int) -> ImageProbe:
@@ -77,6 +79,10 @@ def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
         raise MemgraphError(f"cannot count {what}: building it on meta failed ({type(e).__name__}: {str(e)[:160]})") from e
     if cfg.model_type in FAMILY_RULES:
         return FAMILY_RULES[cfg.model_type](cfg)
+    if isinstance(getattr(cfg, "num_query_tokens", None), int) and hasattr(model, "query_tokens"):
+        return _query_tokens(cfg)
+    if is_anyres(cfg):
+        return _probe_tiles(cfg, cls, model, channels, height, width, hidden, what)
     errors = []
     for rank in (4, 5):
         shape = (1,) * (rank - 3) + (channels, height, width)
@@ -89,6 +95,31 @@ def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
         return ImageProbe(_rows(out, hidden, what), rank, sizes)
     raise MemgraphError(f"cannot count {what}: get_image_features on one meta image failed ({' / '.join(errors)}); "
                         "describe the inputs with --input")
+
+
+def _probe_tiles(cfg, cls, model, channels, height, width, hidden, what) -> ImageProbe:
+    """An any-resolution model (anyres.py): one ``height x width`` image as its processor's tiles of the vision
+    tower's size, ``[1, tiles, C, s, s]``, with ``image_sizes`` ``[[height, width]]`` (read for its values: a CPU
+    tensor)."""
+    tiles = tiles_per_image(cfg, cls, height, width)
+    s = cfg.vision_config.image_size
+    try:
+        with torch.device("meta"):
+            pixels = torch.empty(1, tiles, channels, s, s)
+        out = model.get_image_features(pixel_values=pixels, image_sizes=torch.tensor([[height, width]]))
+    except Exception as e:
+        raise MemgraphError(f"cannot count {what}: get_image_features on {tiles} meta tiles failed "
+                            f"({type(e).__name__}: {str(e)[:160]}); describe the inputs with --input") from e
+    return ImageProbe(_rows(out, hidden, what), rank=5, image_sizes=True, tiles=tiles)
+
+
+def _query_tokens(cfg) -> ImageProbe:
+    """Q-Former models (BLIP-2, InstructBLIP): a learned ``query_tokens`` parameter ``[1, num_query_tokens, H]``
+    attends to the image, and ``language_projection`` maps each query output to one text embedding
+    (modeling_blip_2.py ``get_image_features``; the processor inserts ``num_query_tokens`` image tokens,
+    processing_blip_2.py). Read from the structure: the Q-Former's own attention mask is checked by value
+    (``padding_mask.all()``), which a meta probe cannot answer."""
+    return ImageProbe(int(cfg.num_query_tokens))
 
 
 def _idefics3(cfg) -> ImageProbe:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from memgraph.model_spec.multimodal_inputs import image_hw, smart_resize
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.pixel_budget import pixel_budget
 
 SEQUENCE_TASKS = ("causal-lm", "masked-lm", "sequence-classification", "seq2seq-lm", "contrastive",
                   "image-text-to-text")
@@ -35,7 +36,7 @@ def input_warnings(spec, opts: TrainingOptions) -> list[str]:
     if spec.task in FIXED_IMAGE_TASKS and opts.image_size is not None:
         out += _fixed_image_size(cfg, opts.image_size)
     if spec.task == "image-text-to-text" and _is_qwen2_vl(cfg):
-        out += _qwen2_vl_resize(cfg, opts.image_size or spec.defaults.get("image_size"))
+        out += _qwen2_vl_resize(cfg, opts.image_size or spec.defaults.get("image_size"), pixel_budget(opts, spec.defaults))
     return out
 
 
@@ -75,15 +76,16 @@ def _is_qwen2_vl(cfg) -> bool:
     return vision is not None and hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size")
 
 
-def _qwen2_vl_resize(cfg, size) -> list[str]:
+def _qwen2_vl_resize(cfg, size, budget) -> list[str]:
     if size is None:
         return []
     v = cfg.vision_config
     patch = int(v.patch_size[0]) if isinstance(v.patch_size, (list, tuple)) else int(v.patch_size)
     factor = patch * v.spatial_merge_size
     h, w = image_hw(size)
-    rh, rw = smart_resize(h, w, factor=factor)
+    rh, rw = smart_resize(h, w, factor=factor, min_pixels=budget.min_pixels, max_pixels=budget.max_pixels)
     if (rh, rw) == (h, w):
         return []
     return [f"image size {h}x{w} is not what {cfg.model_type}'s image processor makes: smart_resize turns it into "
-            f"{rh}x{rw} (sides multiples of {factor} px, pixel count within its min/max), which is what was analysed"]
+            f"{rh}x{rw} (sides multiples of {factor} px, pixel count within {budget.describe()}), which is what "
+            "was analysed"]

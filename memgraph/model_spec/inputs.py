@@ -151,6 +151,7 @@ class Batch:
     inputs: tuple[InputSpec, ...]
     constants: dict  # non-tensor keyword arguments (e.g. return_loss=True)
     positional: bool = False  # pass the inputs as forward(*inputs) (callables) instead of by name
+    notes: tuple[str, ...] = ()  # how the recipe sized the inputs (e.g. the tiles an image becomes), for the report
 
     def make(self, device, generator=None) -> tuple[tuple, dict]:
         """(args, kwargs) for ``model(*args, **kwargs)``, tensors made on ``device``."""

@@ -14,11 +14,16 @@ as ``LlavaProcessor`` expands ``<image>``. Tokens per sample::
 every image is a real image, none a processor's all-zero padding image (declared to the trace, see the class);
 ``attention_mask`` is all ones; ``labels`` are the
 ``input_ids`` with the image positions set to the ignore index (-100), as LLaVA training does.
+Any-resolution models (LLaVA-NeXT, LLaVA-OneVision, LLaVA-NeXT-Video: ``image_grid_pinpoints`` in the config)
+take ``--image-size`` as the image's own size: ``pixel_values`` ``[B*N, tiles, C, s, s]`` with the tiles their
+processor cuts, ``image_sizes`` ``[B*N, 2]``, and the report's notes state the tiles (anyres.py).
 
 **Qwen2-VL** (dynamic resolution; ``spatial_merge_size`` and ``temporal_patch_size`` in the
 vision config). ``--image-size H`` or ``HxW`` is resized as the image processor does
 (``smart_resize``: multiples of ``patch * merge`` = 28 px, pixel count kept in
-[56*56, 28*28*1280]), giving a grid of ``(H/14) x (W/14)`` patches per image. An image is one
+[min_pixels, max_pixels]: ``--min-pixels`` / ``--max-pixels``, else the released checkpoint's
+preprocessor_config.json figures in the zoo entry, else the class default 56*56 .. 28*28*1280;
+model_spec/pixel_budget.py), giving a grid of ``(H/14) x (W/14)`` patches per image. An image is one
 temporal patch (``grid_t = 1``; the processor repeats the frame ``temporal_patch_size`` times).
 Per image the model takes ``H/14 * W/14`` rows of ``pixel_values`` with
 ``C * temporal_patch_size * 14 * 14`` values each (``[sum of patches, 1176]`` in all), one row
@@ -44,15 +49,18 @@ from dataclasses import dataclass, field
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.model_spec.anyres import describe as describe_tiles, is_anyres
+from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is_cross_attention
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
 
 LONG = torch.int64
 TEXT_SEED = 0  # text token ids are drawn from their own generator: identical on meta and for real
-# Qwen2-VL image processor defaults (min_pixels / max_pixels of Qwen2VLImageProcessor).
-QWEN2VL_MIN_PIXELS = 56 * 56
-QWEN2VL_MAX_PIXELS = 28 * 28 * 1280
+# Qwen2-VL image processor class defaults (min_pixels / max_pixels of Qwen2VLImageProcessor; pixel_budget.py).
+QWEN2VL_MIN_PIXELS = CLASS_MIN_PIXELS
+QWEN2VL_MAX_PIXELS = CLASS_MAX_PIXELS
 
 
 @dataclass(frozen=True)
@@ -122,17 +130,28 @@ class NoImageTextLayout(MemgraphError):
 def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.dtype):
     """Batch for an image-text model: the grid (Qwen2-VL) or fixed-size (LLaVA) layout, picked from the config."""
     layout = layout_of(cfg)
-    if layout == "grid":
+    if layout != "grid":
+        refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
+    notes = ()
+    if layout == "query-video":
+        inputs = _query_video(cfg, opts, defaults, dtype)
+    elif layout == "cross":
+        inputs, note = _cross_attention(cfg, opts, defaults, dtype)
+        notes = (note,)
+    elif layout == "grid":
         inputs = _qwen2_vl(cfg, opts, defaults, dtype)
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
+        if is_anyres(cfg):
+            h, w = image_hw(opts.image_size or defaults.get("image_size") or _native_size(cfg.vision_config))
+            notes = (describe_tiles(cfg, model_class_for(cfg), h, w),)
     else:
         raise NoImageTextLayout(
             f"no image-text input layout for model_type {getattr(cfg, 'model_type', '?')!r}: configs with a "
             "vision_config of a fixed image_size and an image token id (LLaVA-style) and configs with "
             "spatial_merge_size and temporal_patch_size (Qwen2-VL-style) are supported; describe the inputs with --input"
         )
-    return Batch(tuple(inputs), {})
+    return Batch(tuple(inputs), {}, notes=notes)
 
 
 def layout_of(cfg) -> str | None:
@@ -143,6 +162,11 @@ def layout_of(cfg) -> str | None:
     vision = getattr(cfg, "vision_config", None)
     if vision is None:
         return None
+    if is_cross_attention(cfg, model_class_for(cfg)):
+        return "cross"
+    if isinstance(getattr(cfg, "num_query_tokens", None), int) and isinstance(_token(cfg, "video_token_index"), int) \
+            and _native_size(vision) is not None:
+        return "query-video"
     if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
             and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"
@@ -184,7 +208,7 @@ def _seq(opts: TrainingOptions, defaults: dict) -> int:
 
 
 def _specials(cfg) -> set[int]:
-    names = ("image_token_id", "image_token_index", "video_token_id", "vision_start_token_id",
+    names = ("image_token_id", "image_token_index", "video_token_id", "video_token_index", "vision_start_token_id",
              "vision_end_token_id", "vision_token_id", "pad_token_id", "bos_token_id", "eos_token_id")
     out = set()
     for c in (cfg, cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg):
@@ -230,7 +254,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     native = _native_size(vision)
     requested = opts.image_size or defaults.get("image_size") or native
     h, w = image_hw(requested)
-    if (h, w) != native:
+    if (h, w) != native and not is_anyres(cfg):
         size = f"{native[0]}" if native[0] == native[1] else f"{native[0]}x{native[1]}"
         raise MemgraphError(
             f"this {cfg.model_type} model's vision tower takes {native[0]}x{native[1]} images (its processor "
@@ -256,19 +280,87 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
         pos += per_image + 1  # one text token (the newline after <image>) follows each image
     ids[image_mask] = image_id
     labels = ids.masked_fill(image_mask, IGNORE_INDEX)
+    if probe.tiles:  # any resolution: each image as its tiles of the tower's size (anyres.py)
+        pixels = (b * n, probe.tiles, channels, *native)
+    else:
+        pixels = (b * n, channels, h, w) if probe.rank == 4 else (b, n, channels, h, w)
     inputs = [
         _known("input_ids", ids),
-        ImageInput("pixel_values", (b * n, channels, h, w) if probe.rank == 4 else (b, n, channels, h, w), dtype),
+        ImageInput("pixel_values", pixels, dtype),
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
         _known("labels", labels),
     ]
     if probe.image_sizes:  # the processor's (height, width) of each image after its resize
         inputs.append(_known("image_sizes", torch.tensor([[h, w]] * (b * n), dtype=LONG)))
+    if _takes(cfg, "qformer_input_ids"):
+        inputs += _qformer_text(cfg, b, seq - n * per_image, gen)
     if _takes(cfg, "token_type_ids"):
         # Gemma 3 / PaliGemma processors: token_type_ids 1 on the image tokens (models/gemma3/processing_gemma3.py
         # ``mm_token_type_ids[array_ids == self.image_token_id] = 1``); Gemma 3 requires them in training
         inputs.append(_known("token_type_ids", image_mask.to(LONG)))
     return inputs
+
+
+def _qformer_text(cfg, b: int, text_tokens: int, gen) -> list[InputSpec]:
+    """InstructBLIP's instruction for its Q-Former: the processor tokenizes the prompt a second time with the
+    Q-Former's tokenizer (processing_instructblip.py ``qformer_input_ids`` / ``qformer_attention_mask``); here the
+    sample's text tokens again, in the Q-Former's vocabulary, at most its ``max_position_embeddings``."""
+    q = cfg.qformer_config
+    n = max(1, min(text_tokens, q.max_position_embeddings))
+    ids = torch.randint(3, max(q.vocab_size, 4), (b, n), generator=gen, dtype=LONG)
+    return [_known("qformer_input_ids", ids), _known("qformer_attention_mask", torch.ones(b, n, dtype=LONG))]
+
+
+# processing_instructblipvideo.py inserts num_query_tokens * 4 video tokens ("video has frames=4 always",
+# modeling_instructblipvideo.py): the frames a video must have
+QUERY_VIDEO_FRAMES = 4
+
+
+def _query_video(cfg, opts, defaults, dtype) -> list[InputSpec]:
+    """InstructBLIP-Video: ``pixel_values`` ``[B, 4, C, s, s]``; each frame through the vision tower and the
+    Q-Former, ``num_query_tokens`` text embeddings per frame at the ``<video>`` tokens; the instruction again
+    for the Q-Former (:func:`_qformer_text`)."""
+    frames = getattr(opts, "video_frames", None) or QUERY_VIDEO_FRAMES
+    if frames != QUERY_VIDEO_FRAMES:
+        raise MemgraphError(f"--video-frames {frames}: InstructBLIP-Video's processor inserts the tokens of "
+                            f"{QUERY_VIDEO_FRAMES} frames per video: pass --video-frames {QUERY_VIDEO_FRAMES}")
+    if opts.images:
+        raise MemgraphError("--images: InstructBLIP-Video takes one video per sample, no images: drop --images")
+    v = cfg.vision_config
+    s = _native_size(v)
+    if opts.image_size is not None and image_hw(opts.image_size) != s:
+        raise MemgraphError(f"this model's processor resizes every frame to {s[0]}x{s[1]}: pass --image-size {s[0]}")
+    b, seq = opts.batch_size, _seq(opts, defaults)
+    tokens = cfg.num_query_tokens * frames
+    if seq < tokens + 2:
+        raise MemgraphError(f"--seq-len {seq} cannot hold a video of {tokens} query tokens with text: pass "
+                            f"--seq-len {tokens + 2} or more")
+    gen = torch.Generator().manual_seed(TEXT_SEED)
+    ids = _text_ids(b * seq, cfg.get_text_config().vocab_size, _specials(cfg), gen).view(b, seq)
+    video = torch.zeros(b, seq, dtype=torch.bool)
+    video[:, :tokens] = True  # the processor puts the video tokens first, then BOS and the text
+    ids[video] = _token(cfg, "video_token_index")
+    channels = getattr(v, "num_channels", None) or 3
+    return [
+        _known("input_ids", ids),
+        ImageInput("pixel_values", (b, frames, channels, *s), dtype),
+        _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
+        _known("labels", ids.masked_fill(video, IGNORE_INDEX)),
+        *_qformer_text(cfg, b, seq - tokens, gen),
+    ]
+
+
+def _cross_attention(cfg, opts, defaults, dtype):
+    """Mllama's layout (cross_attention_inputs.py): ``--image-size`` the image's own size, default one tile."""
+    size = opts.image_size or defaults.get("image_size") or int(cfg.vision_config.image_size)
+    h, w = image_hw(size)
+    b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
+    gen = torch.Generator().manual_seed(TEXT_SEED)
+    text_ids = _text_ids(b * seq, cfg.get_text_config().vocab_size, _specials(cfg), gen).view(b, seq)
+    known, pixels, note = cross_attention_batch(cfg, b, n, seq, h, w, text_ids)
+    order = ("input_ids", "aspect_ratio_ids", "aspect_ratio_mask", "cross_attention_mask", "attention_mask", "labels")
+    inputs = [_known(name, known[name]) for name in order]
+    return [inputs[0], ImageInput("pixel_values", pixels, dtype), *inputs[1:]], note
 
 
 def _takes(cfg, name: str) -> bool:
@@ -298,11 +390,12 @@ def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = QW
     return h_bar, w_bar
 
 
-def qwen2_vl_grid(cfg, size) -> tuple[int, int, int]:
+def qwen2_vl_grid(cfg, size, min_pixels: int = QWEN2VL_MIN_PIXELS,
+                  max_pixels: int = QWEN2VL_MAX_PIXELS) -> tuple[int, int, int]:
     """(grid_h, grid_w, visual tokens) of one image of ``size`` (N or (H, W)) after the processor's resize."""
     v = cfg.vision_config
     patch, merge = _one(v.patch_size), v.spatial_merge_size
-    h, w = smart_resize(*image_hw(size), factor=patch * merge)
+    h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=min_pixels, max_pixels=max_pixels)
     gh, gw = h // patch, w // patch
     return gh, gw, gh * gw // (merge * merge)
 
@@ -311,42 +404,73 @@ def _one(v) -> int:
     return int(v[0]) if isinstance(v, (list, tuple)) else int(v)
 
 
+# transformers 5.23 Qwen2VLVideoProcessor.size (video_processing_qwen2_vl.py): each frame's pixel budget
+QWEN2VL_VIDEO_MIN_PIXELS = 128 * 28 * 28
+QWEN2VL_VIDEO_MAX_PIXELS = 28 * 28 * 768
+
+
+def qwen2_vl_video_grid(cfg, size, frames: int) -> tuple[int, int, int, int]:
+    """(grid_t, grid_h, grid_w, video tokens) of one video of ``frames`` frames of ``size``: each frame resized by
+    ``smart_resize`` within the video processor's budget, frames padded to a multiple of the temporal patch and
+    grouped by it (video_processing_qwen2_vl.py: ``grid_t = (frames + -frames % temporal) // temporal``)."""
+    v = cfg.vision_config
+    patch, merge, temporal = _one(v.patch_size), v.spatial_merge_size, _one(v.temporal_patch_size)
+    h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=QWEN2VL_VIDEO_MIN_PIXELS,
+                        max_pixels=QWEN2VL_VIDEO_MAX_PIXELS)
+    gt, gh, gw = (frames + -frames % temporal) // temporal, h // patch, w // patch
+    return gt, gh, gw, gt * gh * gw // (merge * merge)
+
+
 def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
     v = cfg.vision_config
     size = opts.image_size or defaults.get("image_size")
     if size is None:
         raise MemgraphError("no default image size for this model: pass --image-size N or HxW")
-    gh, gw, per_image = qwen2_vl_grid(cfg, size)
-    b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
-    need = 1 + n * (per_image + 2)
+    budget = pixel_budget(opts, defaults)
+    gh, gw, per_image = qwen2_vl_grid(cfg, size, budget.min_pixels, budget.max_pixels)
+    frames = getattr(opts, "video_frames", None)
+    b, seq = opts.batch_size, _seq(opts, defaults)
+    n = opts.images if opts.images else (0 if frames else _images(opts, defaults))
+    video = qwen2_vl_video_grid(cfg, size, frames) if frames else None
+    per_video = video[3] if video else 0
+    need = 1 + n * (per_image + 2) + (per_video + 2 if video else 0)
     if seq < need:
-        raise _too_short(seq, need, f"{n} image(s) of {per_image} visual tokens")
+        what = f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
+        raise _too_short(seq, need, what)
     gen = torch.Generator().manual_seed(TEXT_SEED)
     text = cfg.get_text_config()
     ids = _text_ids(b * seq, text.vocab_size, _specials(cfg), gen).view(b, seq)
-    image_mask = torch.zeros(b, seq, dtype=torch.bool)
+    kind = torch.zeros(b, seq, dtype=LONG)  # mm_token_type_ids: 1 image, 2 video (processing_qwen2_vl.py)
     vision_tokens = torch.zeros(b, seq, dtype=torch.bool)
     start, end = _token(cfg, "vision_start_token_id"), _token(cfg, "vision_end_token_id")
     pos = 1
-    for _ in range(n):
+    for tokens, code in [(per_image, 1)] * n + ([(per_video, 2)] if video else []):
         ids[:, pos] = start if start is not None else ids[:, pos]
-        image_mask[:, pos + 1:pos + 1 + per_image] = True
-        ids[:, pos + 1 + per_image] = end if end is not None else ids[:, pos + 1 + per_image]
-        vision_tokens[:, pos:pos + per_image + 2] = True
-        pos += per_image + 2
-    ids[image_mask] = _token(cfg, "image_token_id", "image_token_index")
+        kind[:, pos + 1:pos + 1 + tokens] = code
+        ids[:, pos + 1 + tokens] = end if end is not None else ids[:, pos + 1 + tokens]
+        vision_tokens[:, pos:pos + tokens + 2] = True
+        pos += tokens + 2
+    if n:
+        ids[kind == 1] = _token(cfg, "image_token_id", "image_token_index")
+    if video:
+        ids[kind == 2] = _token(cfg, "video_token_id")
     labels = ids.masked_fill(vision_tokens, IGNORE_INDEX)
     channels = getattr(v, "in_channels", None) or getattr(v, "in_chans", 3)
     patch, temporal = _one(v.patch_size), _one(v.temporal_patch_size)
-    grid = torch.tensor([[1, gh, gw]] * (b * n), dtype=LONG)
-    return [
+    row = channels * temporal * patch * patch
+    inputs = [
         _known("input_ids", ids),
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
-        _known("mm_token_type_ids", image_mask.to(LONG)),
-        InputSpec("pixel_values", (b * n * gh * gw, channels * temporal * patch * patch), dtype),
-        _known("image_grid_thw", grid),
-        _known("labels", labels),
+        _known("mm_token_type_ids", kind),
     ]
+    if n:
+        inputs += [InputSpec("pixel_values", (b * n * gh * gw, row), dtype),
+                   _known("image_grid_thw", torch.tensor([[1, gh, gw]] * (b * n), dtype=LONG))]
+    if video:
+        gt, vh, vw, _ = video
+        inputs += [InputSpec("pixel_values_videos", (b * gt * vh * vw, row), dtype),
+                   _known("video_grid_thw", torch.tensor([[gt, vh, vw]] * b, dtype=LONG))]
+    return inputs + [_known("labels", labels)]
 
 
-__all__ = ["KnownInput", "ImageInput", "NO_ZERO", "NoImageTextLayout", "image_text_to_text", "layout_of", "image_hw", "smart_resize", "qwen2_vl_grid", "llava_image_tokens"]
+__all__ = ["KnownInput", "ImageInput", "NO_ZERO", "NoImageTextLayout", "image_text_to_text", "layout_of", "image_hw", "smart_resize", "qwen2_vl_grid", "qwen2_vl_video_grid", "llava_image_tokens"]

@@ -226,6 +226,21 @@ class TrainingOptions:
         "image side, or height x width, in pixels; for Qwen2-VL it sets the patch grid, hence the number of "
         "visual tokens, as its processor does",
         metavar="N|HxW", parse=parse_image_size, default_text="the model's")
+    max_pixels: int | None = option(
+        None, "--max-pixels",
+        "pixel budget of processors that resize by pixel count (Qwen2-VL-style smart_resize): an image above it is "
+        "scaled down to fit", metavar="N", parse=positive_int,
+        default_text="the checkpoint's preprocessor_config.json, else the processor's", noun="max pixels")
+    min_pixels: int | None = option(
+        None, "--min-pixels", "the same processors' lower bound: an image below it is scaled up", metavar="N",
+        parse=positive_int, default_text="the checkpoint's preprocessor_config.json, else the processor's",
+        noun="min pixels")
+    video_frames: int | None = option(
+        None, "--video-frames",
+        "frames of one video per sample, after the processor's sampling (Qwen2/2.5/3-VL-style models: frames grouped "
+        "by the temporal patch of 2, each frame resized like an image within the video processor's pixel budget); "
+        "with it, --images defaults to 0", metavar="N", parse=positive_int, default_text="no video",
+        noun="video frames")
     audio_seconds: float | None = option(
         None, "--audio-seconds", "audio length in seconds (Whisper: 30)", metavar="S", parse=positive_seconds,
         default_text="the model's", noun="audio length")

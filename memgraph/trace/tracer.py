@@ -154,7 +154,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
         trainable_parameter_count=sum(_numel(p) for p in params if p.requires_grad),
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=step.optimizer_impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
-        notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
+        notes=(list(batch_spec.notes) + _emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
                + finetuning_notes(model, optimizer) + layerdrop_note(dropped)
                + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()
                + (offload.notes(opts.iterations) if offload else [])),
