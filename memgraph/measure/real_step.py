@@ -7,6 +7,7 @@ from typing import Callable
 
 import torch
 
+from memgraph.compiled import compile_for_real
 from memgraph.model_spec.build import build_model
 from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.losses import loss_and_model_batch
@@ -43,6 +44,8 @@ def build_run(spec: ModelSpec, opts: TrainingOptions, device: str, distributed=N
     torch.manual_seed(SEED)
     model = build_model(spec, opts, device)
     runner = model if distributed is None else distributed.wrap(model)
+    if opts.compile:  # --compile: torch.compile(model, mode=...) as a user writes it (memgraph/compiled/step.py)
+        runner = compile_for_real(runner, opts)
     batch_spec = spec.batch(opts, PRECISION_DTYPE[opts.precision])
     gen = torch.Generator().manual_seed(SEED)
     batch = batch_spec.make(device, gen)

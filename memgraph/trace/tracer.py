@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from memgraph.compiled import CompiledStep
 from memgraph.errors import MemgraphError
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.ops.registry import workspace_bytes
@@ -146,6 +147,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     if autocast_stats is not None:  # the weight-cast cache is its own category (analysis/categorize.py)
         autocast_stats.on_cache = lambda t: rec.mark_role(t, Role.AUTOCAST_CACHE, modules.current)
     scaler = make_scaler(opts.precision, device)
+    compiled = CompiledStep(opts, forward_context) if opts.compile else None  # --compile: memgraph/compiled/
+    step_model = compiled.wrap(runner) if compiled else runner
 
     kv_cache = _KVCacheWatch(rec)
     offload = OffloadEmulation(opts.target, rec.mark_saved) if opts.activation_offload else None
@@ -153,12 +156,13 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     bounds = []
     fixes = MetaKernelFixes(opts.target)  # below the recorder: meta kernels corrected to the target's (MoE, conv)
     with fused_on_meta(), every_layer_runs(model) as dropped, modules, values, fixes, rec, \
-            torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
+            torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack), \
+            (compiled.context() if compiled else contextlib.nullcontext()):  # rec on top of values
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
             with _model_refusals(spec.name):
-                iteration_function(opts)(runner, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
+                iteration_function(opts)(step_model, model_batch, kv_cache.watch(compute_loss), optimizer, set_phase,
                                 autocast=forward_context, loop=opts.loop,
                                 scaler=scaler, zero_grad=opts.zero_grad,
                                 saved_tensors=offload and offload.context)
@@ -180,8 +184,9 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
         notes=(_emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
                + finetuning_notes(model, optimizer) + layerdrop_note(dropped)
                + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()
-               + (offload.notes(opts.iterations) if offload else [])),
-        unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
+               + (offload.notes(opts.iterations) if offload else []) + (compiled.notes() if compiled else [])),
+        unknowns=((runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns()
+                  + (compiled.unknowns() if compiled else [])),
         assumptions=resolved.assumptions,
     )
 
