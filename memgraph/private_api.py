@@ -1063,13 +1063,14 @@ __all__ = [
 #   Graph breaks: ``torch._dynamo.utils.counters["graph_break"]`` (reason -> count). Knapsack partitioner:
 #   ``torch._functorch.config.activation_memory_budget``. Read from torch 2.13.0, torch/_dynamo/convert_frame.py,
 #   torch/_inductor/{compile_fx,async_compile,codecache,config}.py, torch/_inductor/codegen/wrapper.py,
-#   torch/_functorch/config.py.
+#   torch/_functorch/config.py; the cuda target traces with Inductor's decomposition table
+#   (torch/_inductor/decomposition.py select_decomp_table).
 # --------------------------------------------------------------------------------------------
 @_guard("compile_internals", "torch", "torch 2.13.0, torch/_inductor and torch/_dynamo")
 def _check_compile_internals():
     from torch._dynamo import utils as dynamo_utils
     from torch._functorch import config as functorch_config
-    from torch._inductor import async_compile, codecache, compile_fx
+    from torch._inductor import async_compile, codecache, compile_fx, decomposition
     from torch._inductor import config as inductor_config
     from torch._inductor.codegen import wrapper
     from torch.utils import _python_dispatch
@@ -1080,7 +1081,7 @@ def _check_compile_internals():
                          (async_compile.AsyncCompile, ("cpp_pybinding",)),
                          (codecache.PyCodeCache, ("modules_no_attr",)),
                          (compile_fx, ("compile_fx", "compile_fx_inner")),
-                         (dynamo_utils, ("counters",))):
+                         (dynamo_utils, ("counters",)), (decomposition, ("select_decomp_table",))):
         problem = _missing(owner, *names)
         if problem:
             return problem
@@ -1110,7 +1111,14 @@ def compile_internals():
                                  AsyncCompile=async_compile.AsyncCompile, PyCodeCache=codecache.PyCodeCache,
                                  compile_fx=compile_fx.compile_fx, compile_fx_inner=compile_fx.compile_fx_inner,
                                  inductor_config=inductor_config,
-                                 dispatch_modes=_python_dispatch._get_current_dispatch_mode_stack)
+                                 dispatch_modes=_python_dispatch._get_current_dispatch_mode_stack,
+                                 decompositions=_inductor_decompositions)
+
+
+def _inductor_decompositions() -> dict:
+    from torch._inductor.decomposition import select_decomp_table
+
+    return select_decomp_table()
 
 
 @contextlib.contextmanager

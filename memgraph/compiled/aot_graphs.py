@@ -1,6 +1,7 @@
 """The partitioned forward and backward graphs, run node by node on meta: no fusion (the cuda target).
 
-Dynamo's graph goes through AOTAutograd with PyTorch's partitioner (GraphStats.partition) and the compilers
+Dynamo's graph goes through AOTAutograd with PyTorch's partitioner (GraphStats.partition), with Inductor's decomposition table (as Inductor traces them, so
+the partitioner sees the same ops), and the compilers
 return the graphs themselves: each FX node runs as one ATen op on meta, its output one buffer, freed after its
 last use (FX codegen deletes each value after its last use). Inductor's CUDA fusion would not allocate the
 elementwise intermediates, so this is the upper end of what the compiled graphs allocate; what they save is the
@@ -32,11 +33,10 @@ class GraphsOnMeta:
         return api.functorch_config.patch(activation_memory_budget=self.budget)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
-        self.stats.graphs += 1
         emulation = self.forward_context() if self.forward_context is not None else contextlib.nullcontext()
         with emulation:
             return aot_module_simplified(gm, example_inputs, fw_compiler=_as_is, bw_compiler=_as_is,
-                                         partition_fn=self._partition)
+                                         partition_fn=self._partition, decompositions=compile_internals().decompositions())
 
     def _partition(self, joint, joint_inputs, **kwargs):
         return self.stats.partition(joint, joint_inputs, self.budget, **kwargs)

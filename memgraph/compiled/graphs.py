@@ -22,10 +22,27 @@ def tensor_bytes(value) -> int:
     return value.numel() * value.element_size()
 
 
-def saved_bytes(backward: torch.fx.GraphModule) -> int:
-    """Bytes the backward graph reads from forward: its non-tangent placeholders."""
-    return sum(tensor_bytes(n.meta.get("val")) for n in backward.graph.nodes
-               if n.op == "placeholder" and not n.name.startswith("tangents"))
+def saved_bytes(backward: torch.fx.GraphModule, joint: torch.fx.GraphModule) -> int:
+    """Bytes of the activations the backward graph reads from forward: its placeholders that are not tangents,
+    less those that are (views of) the graph's inputs (``primals_*``: parameters and batch, alive anyway); a
+    saved view of an activation counts its base once."""
+    nodes = {n.name: n for n in joint.graph.nodes}
+    roots = {}
+    for p in backward.graph.nodes:
+        if p.op != "placeholder" or p.name.startswith("tangents") or p.name not in nodes:
+            continue
+        root = _view_root(nodes[p.name])
+        if root.op != "placeholder":
+            roots[root.name] = tensor_bytes(root.meta.get("val"))
+    return sum(roots.values())
+
+
+def _view_root(node: torch.fx.Node) -> torch.fx.Node:
+    """The node whose storage ``node`` shares, through view ops (``OpOverload.is_view``)."""
+    while (node.op == "call_function" and getattr(node.target, "is_view", False) and node.args
+           and isinstance(node.args[0], torch.fx.Node)):
+        node = node.args[0]
+    return node
 
 
 def output_bytes(graph: torch.fx.GraphModule) -> int:
@@ -41,30 +58,44 @@ def output_bytes(graph: torch.fx.GraphModule) -> int:
 
 
 @dataclass
-class GraphStats:
-    """Totals over every graph the backend compiled in one trace."""
+class Partition:
+    """One compiled graph: bytes saved for backward by each partitioner, node counts, unfused bytes."""
 
-    graphs: int = 0
-    forward_nodes: int = 0
-    backward_nodes: int = 0
-    eager_saved: int = 0  # default_partition
-    compiled_saved: int = 0  # the partition used
-    unfused_bytes: int = 0  # forward + backward node outputs, each node a buffer
-    partitions: list[tuple[int, int]] = field(default_factory=list)  # (eager, compiled) saved bytes per graph
+    call: int  # which call of the compiled model compiled it
+    eager_saved: int  # default_partition
+    compiled_saved: int  # the partition used
+    forward_nodes: int
+    backward_nodes: int
+    unfused_bytes: int  # forward + backward node outputs, each node a buffer
+
+
+@dataclass
+class GraphStats:
+    """The graphs the backend compiled in one trace."""
+
+    call: int = 0  # calls of the compiled model so far (the caller counts)
+    partitions: list[Partition] = field(default_factory=list)
+
+    def step(self) -> list[Partition]:
+        """The graphs of one step: those compiled by the last call that compiled any (Dynamo recompiles the same
+        graphs when a guard fails, e.g. from one iteration to the next)."""
+        if not self.partitions:
+            return []
+        last = self.partitions[-1].call
+        return [p for p in self.partitions if p.call == last]
+
+    def total(self, name: str) -> int:
+        return sum(getattr(p, name) for p in self.step())
 
     def partition(self, joint: torch.fx.GraphModule, joint_inputs, budget: float | None, **kwargs):
         """Partition ``joint`` as PyTorch's min-cut partitioner does (its knapsack variant when ``budget`` is set,
         through ``torch._functorch.config.activation_memory_budget``, set by the caller) and count both splits."""
         kwargs.pop("compiler", None)
-        eager_fw, eager_bw = default_partition(joint, joint_inputs, **kwargs)  # reads the joint graph, builds new ones
+        _, eager_bw = default_partition(joint, joint_inputs, **kwargs)  # reads the joint graph, builds new ones
+        eager = saved_bytes(eager_bw, joint)
         fw, bw = min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor", **kwargs)
-        eager, compiled = saved_bytes(eager_bw), saved_bytes(bw)
-        self.eager_saved += eager
-        self.compiled_saved += compiled
-        self.partitions.append((eager, compiled))
-        self.forward_nodes += _op_nodes(fw)
-        self.backward_nodes += _op_nodes(bw)
-        self.unfused_bytes += output_bytes(fw) + output_bytes(bw)
+        self.partitions.append(Partition(self.call, eager, saved_bytes(bw, joint), _op_nodes(fw), _op_nodes(bw),
+                                         output_bytes(fw) + output_bytes(bw)))
         return fw, bw
 
 

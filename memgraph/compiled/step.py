@@ -43,30 +43,37 @@ class CompiledStep:
             self._breaks = dict(api.dynamo_counters["graph_break"])
             torch._dynamo.reset()
 
+    @staticmethod
+    def modules(module_stack):
+        """Module attribution off: its global module hooks would be traced into Dynamo's graphs (guards on their
+        state recompile every call) and the real compiled step has none; the compiled graphs' ops are attributed to
+        the top level."""
+        return contextlib.nullcontext(module_stack)
+
     def wrap(self, runner):
         """What the loop calls instead of ``runner``: ``torch.compile(runner)`` with memgraph's backend, called with
         the trace's dispatch modes marked ``ignore_compile_internals`` (off while Dynamo and Inductor compile, on
         while the compiled code runs) and its torch function modes popped (traced in by the backend instead)."""
-        return _CompiledCall(runner, torch.compile(runner, backend=self.backend, dynamic=False))
+        return _CompiledCall(runner, torch.compile(runner, backend=self.backend, dynamic=False), self.stats)
 
     def notes(self) -> list[str]:
         s = self.stats
+        graphs, eager, saved = len(s.step()), s.total("eager_saved"), s.total("compiled_saved")
+        nodes, unfused = s.total("forward_nodes") + s.total("backward_nodes"), s.total("unfused_bytes")
         target = "Inductor's C++ backend" if self.opts.target == "cpu" else "AOTAutograd's graphs, unfused"
         budget = self.opts.activation_memory_budget
         partitioner = ("min_cut_rematerialization_partition" if budget is None
                        else f"the knapsack partitioner (activation_memory_budget={budget})")
-        line = (f"compiled: torch.compile (mode {self.opts.compile_mode}), {s.graphs} graph"
-                f"{'s' if s.graphs != 1 else ''}, {sum(self._breaks.values())} graph breaks, {target}, {partitioner}; "
-                f"saved for backward: eager {_b(s.eager_saved)}, compiled {_b(s.compiled_saved)}"
-                f"{_change(s.eager_saved, s.compiled_saved)}")
+        line = (f"compiled: torch.compile (mode {self.opts.compile_mode}), {graphs} graph{'s' if graphs != 1 else ''}"
+                f", {sum(self._breaks.values())} graph breaks, {target}, {partitioner}; saved activations: eager "
+                f"{_b(eager)}, compiled {_b(saved)}{_change(eager, saved)}")
         if self.opts.target == "cpu":
-            allocated = self.backend.allocated_bytes
-            line += (f"; Inductor's fusion: the graphs' {s.forward_nodes + s.backward_nodes} nodes would make "
-                     f"{_b(s.unfused_bytes)} per step unfused, its wrappers allocated {self.backend.buffers} buffers, "
-                     f"{_b(allocated)} over the {self.opts.iterations} iterations")
+            line += (f"; fusion: the graphs' {nodes} nodes would allocate {_b(unfused)} per step unfused, Inductor's "
+                     f"code allocated {_b(self.backend.allocated_bytes // self.opts.iterations)} per step "
+                     f"({self.backend.buffers // self.opts.iterations} buffers)")
         else:
-            line += (f"; {s.forward_nodes} forward and {s.backward_nodes} backward nodes, each its own buffer "
-                     f"({_b(s.unfused_bytes)} per step): Inductor's CUDA fusion is not run, so the compiled graphs' "
+            line += (f"; {s.total('forward_nodes')} forward and {s.total('backward_nodes')} backward nodes, each its "
+                     f"own buffer ({_b(unfused)} per step): Inductor's CUDA fusion is not run, so the compiled graphs' "
                      "transient memory is the upper end (bounded unknown)")
         notes = [line]
         notes += [f"graph break ({n}x): {reason}" for reason, n in self._breaks.items()]
@@ -76,19 +83,21 @@ class CompiledStep:
         return notes
 
     def unknowns(self) -> list[BoundedUnknown]:
-        if self.opts.target == "cpu" or not self.stats.graphs:
+        unfused = self.stats.total("unfused_bytes")
+        if self.opts.target == "cpu" or not self.stats.partitions:
             return []
         return [BoundedUnknown(
             "Inductor's CUDA fusion (not run without a GPU: every graph node its own buffer, the upper end)",
-            self.stats.unfused_bytes, self.stats.unfused_bytes,
+            unfused, unfused,
             "torch 2.13 torch/_inductor/scheduler.py: fusion only removes buffers; memgraph/compiled/aot_graphs.py")]
 
 
 class _CompiledCall:
-    def __init__(self, runner, compiled):
-        self._runner, self._compiled = runner, compiled
+    def __init__(self, runner, compiled, stats: GraphStats):
+        self._runner, self._compiled, self._stats = runner, compiled, stats
 
     def __call__(self, *args, **kwargs):
+        self._stats.call += 1
         for mode in compile_internals().dispatch_modes():
             mode.ignore_compile_internals = _true
         with torch_function_modes_popped(), _meta_constants():

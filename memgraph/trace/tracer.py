@@ -155,7 +155,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run: DistributedRun)
     rec.enter(0, "setup")
     bounds = []
     fixes = MetaKernelFixes(opts.target)  # below the recorder: meta kernels corrected to the target's (MoE, conv)
-    with fused_on_meta(), every_layer_runs(model) as dropped, modules, values, fixes, rec, \
+    with fused_on_meta(), every_layer_runs(model) as dropped, compiled.modules(modules) if compiled else modules, values, fixes, rec, \
             torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack), \
             (compiled.context() if compiled else contextlib.nullcontext()):  # rec on top of values
         for it in range(1, opts.iterations + 1):
