@@ -20,7 +20,7 @@ LAYERS = [
     {"errors", "units", "version", "cpu_profiler", "private_api"},  # foundation
     {"facts"},  # what PyTorch, CUDA and the GPUs do, as data
     {"model_spec"},  # what to build and how to train it
-    {"trace"},  # the step on meta -> the storage event log
+    {"trace", "compiled"},  # the step on meta -> the storage event log (compiled: the step under torch.compile)
     {"analysis"},  # passes over the log -> Result
     {"allocator"},  # the caching allocator replayed over the log
     {"render"},  # Result -> table, markdown, JSON, HTML
