@@ -19,6 +19,10 @@ TOLERANCE = 0.02
 FAMILIES = {  # measured to the byte on torch 2.13.0+cpu (sgd, batch 1)
     "tiny-llama": dict(seq_len=32),  # 1,658,184 B predicted and measured
     "tiny-qwen2": dict(seq_len=32),  # 1,668,424 B predicted and measured
+    "tiny-mistral": dict(seq_len=32),  # 1,658,184 B
+    "tiny-bert": dict(seq_len=32),  # 1,619,784 B
+    "tiny-vit": dict(),  # 821,856 B
+    "tiny-resnet": dict(image_size=32),  # 112,288 B (a conv net)
 }
 
 
