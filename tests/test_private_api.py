@@ -97,6 +97,8 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
     "fake_distributed": ("torch.distributed.fsdp._fully_shard._fsdp_param", "free_storage", None, "free_storage"),
     "dtensor_sharding_cache": ("torch.distributed.tensor.debug", "_clear_fast_path_sharding_prop_cache", None,
                                "_clear_fast_path_sharding_prop_cache"),
+    "compile_internals": ("torch._inductor.async_compile.AsyncCompile", "cpp_pybinding", None,
+                          "AsyncCompile.cpp_pybinding"),
 }
 
 
