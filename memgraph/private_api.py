@@ -1255,3 +1255,86 @@ __all__ = [
     "storage_key", "suggest_memory_format", "tree_flatten", "tree_map", "use_counts",
     "wrap_checkpoint_functions",
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# torch.compile internals for ``--compile`` (memgraph/compiled/)
+#   for: running the compiled step's graphs on meta under the recorder. Dynamo skips a frame while a
+#   dispatch mode that does not ``ignore_compile_internals`` is on the stack, and traces torch function
+#   modes into its graph: the modes of the trace are marked / popped around the compiled call (the
+#   dispatch mode stack, the torch function stack). Inductor's CPU wrapper (codegen/wrapper.py) allocates
+#   every buffer with a module global ``empty_strided_cpu`` and calls C++ kernels made by
+#   ``AsyncCompile.cpp_pybinding``: on meta the former makes meta tensors and the latter are stubs (no g++),
+#   the loaded module is dropped from ``PyCodeCache.modules_no_attr`` so a real compile never reuses it.
+#   Graph breaks: ``torch._dynamo.utils.counters["graph_break"]`` (reason -> count). Knapsack partitioner:
+#   ``torch._functorch.config.activation_memory_budget``. Read from torch 2.13.0, torch/_dynamo/convert_frame.py,
+#   torch/_inductor/{compile_fx,async_compile,codecache,config}.py, torch/_inductor/codegen/wrapper.py,
+#   torch/_functorch/config.py; the cuda target traces with Inductor's decomposition table
+#   (torch/_inductor/decomposition.py select_decomp_table).
+# --------------------------------------------------------------------------------------------
+@_guard("compile_internals", "torch", "torch 2.13.0, torch/_inductor and torch/_dynamo")
+def _check_compile_internals():
+    from torch._dynamo import utils as dynamo_utils
+    from torch._functorch import config as functorch_config
+    from torch._inductor import async_compile, codecache, compile_fx, decomposition
+    from torch._inductor import config as inductor_config
+    from torch._inductor.codegen import wrapper
+    from torch.utils import _python_dispatch
+
+    for owner, names in ((torch._C, ("_len_torch_function_stack", "_pop_torch_function_stack",
+                                     "_push_on_torch_function_stack")),
+                         (_python_dispatch, ("_get_current_dispatch_mode_stack",)),
+                         (async_compile.AsyncCompile, ("cpp_pybinding",)),
+                         (codecache.PyCodeCache, ("modules_no_attr",)),
+                         (compile_fx, ("compile_fx", "compile_fx_inner")),
+                         (dynamo_utils, ("counters",)), (decomposition, ("select_decomp_table",))):
+        problem = _missing(owner, *names)
+        if problem:
+            return problem
+    if not hasattr(functorch_config, "activation_memory_budget"):
+        return "torch._functorch.config.activation_memory_budget is missing"
+    if not all(hasattr(inductor_config, n) for n in ("custom_partitioner_fn", "compile_threads")):
+        return "torch._inductor.config lost custom_partitioner_fn or compile_threads"
+    if "inner_compile" not in _parameters(compile_fx.compile_fx):
+        return "torch._inductor.compile_fx.compile_fx no longer takes inner_compile"
+    if "empty_strided_cpu = " not in inspect.getsource(wrapper):
+        return "Inductor's wrapper code no longer allocates through a global empty_strided_cpu"
+    if "ignore_compile_internals" not in inspect.getsource(_python_dispatch):
+        return "TorchDispatchMode.ignore_compile_internals is missing"
+    return None
+
+
+def compile_internals():
+    """The private torch.compile modules ``--compile`` reaches into (guarded): a namespace of them."""
+    require("compile_internals")
+    from torch._dynamo import utils as dynamo_utils
+    from torch._functorch import config as functorch_config
+    from torch._inductor import async_compile, codecache, compile_fx
+    from torch._inductor import config as inductor_config
+    from torch.utils import _python_dispatch
+
+    return types.SimpleNamespace(dynamo_counters=dynamo_utils.counters, functorch_config=functorch_config,
+                                 AsyncCompile=async_compile.AsyncCompile, PyCodeCache=codecache.PyCodeCache,
+                                 compile_fx=compile_fx.compile_fx, compile_fx_inner=compile_fx.compile_fx_inner,
+                                 inductor_config=inductor_config,
+                                 dispatch_modes=_python_dispatch._get_current_dispatch_mode_stack,
+                                 decompositions=_inductor_decompositions)
+
+
+def _inductor_decompositions() -> dict:
+    from torch._inductor.decomposition import select_decomp_table
+
+    return select_decomp_table()
+
+
+@contextlib.contextmanager
+def torch_function_modes_popped():
+    """The torch function modes (memgraph's autocast and SDPA-kernel emulations) off the stack for a compiled
+    call, as Dynamo would otherwise trace them into its graph; pushed back after."""
+    require("compile_internals")
+    popped = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
+    try:
+        yield popped[::-1]  # outermost first
+    finally:
+        for mode in reversed(popped):
+            torch._C._push_on_torch_function_stack(mode)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoConfig
 
-from memgraph.coverage import _spec_and_options
+from tools.coverage import _spec_and_options
 from memgraph.model_spec.cross_attention_inputs import tiled_canvas
 from memgraph.model_spec.options import TrainingOptions
 

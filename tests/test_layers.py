@@ -22,7 +22,7 @@ LAYERS = [
     {"facts"},  # what PyTorch, CUDA and the GPUs do, as data
     {"model_spec", "job_config"},  # what to build and how to train it (job_config: read from a user's config file)
     {"step"},  # the training step built and run: shared by the trace, the real run and each rank
-    {"trace", "ds_engine"},  # the step on meta -> the storage event log (ds_engine: DeepSpeed's engine in it)
+    {"trace", "ds_engine", "compiled"},  # the step on meta -> the storage event log (ds_engine: DeepSpeed's engine in it; compiled: the step under torch.compile)
     {"analysis"},  # passes over the log -> Result
     {"allocator"},  # the caching allocator replayed over the log
     {"render"},  # Result -> table, markdown, JSON, HTML

@@ -42,6 +42,7 @@ HELP_DEFAULTS = {
     "--nnodes": "1", "--no-reshard-after-forward": "off",
     "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off", "--fsdp-autocast": "off", "--deepspeed": "none",
     "--activation-offload": "off", "--checkpoint-impl": "non-reentrant", "--checkpoint-every": "1",
+    "--compile": "off", "--compile-mode": "default", "--activation-memory-budget": "1.0, min-cut",
     "--depth-synthesis": "auto",
 }
 
@@ -118,6 +119,7 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "no_reshard_after_forward": False, "fsdp_mixed_precision": False, "fsdp_autocast": False, "deepspeed": None,
             "gradient_as_bucket_view": True,
             "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
+            "compile": False, "compile_mode": "default", "activation_memory_budget": None,
             "depth_synthesis": "off"}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():

@@ -100,6 +100,8 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
     "deepspeed_on_meta": ("deepspeed.runtime.zero.stage3", "defragment", None, "defragment"),
     "dtensor_sharding_cache": ("torch.distributed.tensor.debug", "_clear_fast_path_sharding_prop_cache", None,
                                "_clear_fast_path_sharding_prop_cache"),
+    "compile_internals": ("torch._inductor.async_compile.AsyncCompile", "cpp_pybinding", None,
+                          "AsyncCompile.cpp_pybinding"),
 }
 
 

@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-from memgraph.coverage import _spec_and_options
+from tools.coverage import _spec_and_options
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from memgraph.compiled import compile_for_real
 from memgraph.model_spec.options import AUTOCAST_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.step import Step, build_step
@@ -21,7 +22,10 @@ def build_run(spec: ModelSpec, opts: TrainingOptions, device: str, distributed=N
 
     ``distributed``: a :class:`~memgraph.trace.parallel.distributed.DistributedRun` in an initialised process group
     (measure/distributed.py): it wraps the model and partitions the optimizer as the trace does."""
-    return build_step(spec, opts, device, distributed, seed=SEED)
+    step = build_step(spec, opts, device, distributed, seed=SEED)
+    if step.options.compile:  # --compile: torch.compile(model, mode=...) as a user writes it (memgraph/compiled/step.py)
+        step.runner = compile_for_real(step.runner, step.options)
+    return step
 
 
 def run_iteration(run: Step, autocast=None, scaler=None) -> None:

@@ -72,6 +72,9 @@ TP_STRATEGIES = ("tp", "fsdp+tp")
 FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
 # --depth-synthesis (memgraph/trace/shortcuts/depth_run.py): auto = trace a few layers and synthesize the rest, verified
 DEPTH_SYNTHESIS = ("auto", "off")
+# torch.compile modes modelled with --compile (memgraph/compiled/); reduce-overhead is refused (CUDA graphs keep
+# their own memory pool, not modelled)
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
 # dtype of the parameters (and so of gradients and optimizer state) and of floating inputs, by torch name;
 # PRECISION_DTYPE below maps to the torch.dtype itself; the one rule (the trace's notes and the report read it too)
 PRECISION_DTYPE_NAME = {"fp32": "float32", "fp16-mixed": "float32", "bf16-mixed": "float32", "bf16": "bfloat16",
@@ -137,6 +140,17 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
+    return value
+
+
+def budget_fraction(text: str) -> float:
+    """torch._functorch.config.activation_memory_budget: a fraction in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
     return value
 
 
@@ -475,6 +489,20 @@ class TrainingOptions:
         1, "--checkpoint-every",
         "with `--gradient-checkpointing`: checkpoint only every K-th layer (layers 0, K, 2K, ...; the others keep "
         "their activations)", metavar="K", parse=positive_int, noun="checkpoint interval")
+    # -- torch.compile (memgraph/compiled/) --
+    compile: bool = option(
+        False, "--compile",
+        "the model under `torch.compile`: Dynamo, AOTAutograd and PyTorch's min-cut partitioner as PyTorch runs them; "
+        "on the cpu target Inductor's C++ code, on the cuda target the partitioned graphs unfused (the upper end); "
+        "the loss outside the model, the optimizer step and the loop stay eager")
+    compile_mode: str = option(
+        "default", "--compile-mode", "with `--compile`: `torch.compile(mode=...)`; reduce-overhead is refused (CUDA "
+        "graphs keep their own memory pool, not modelled)", choices=COMPILE_MODES, noun="compile mode")
+    activation_memory_budget: float | None = option(
+        None, "--activation-memory-budget",
+        "with `--compile`: `torch._functorch.config.activation_memory_budget`, the knapsack partitioner's share of "
+        "the eager activations to keep", metavar="F", parse=budget_fraction, default_text="1.0, min-cut",
+        noun="activation memory budget")
     # -- tracing speed (memgraph/trace/shortcuts/depth_run.py) --
     depth_synthesis: str = option(
         "auto", "--depth-synthesis",
@@ -534,6 +562,7 @@ class TrainingOptions:
         _remaining_knobs_consistent(self)
         _context_options(self, gpu)
         _strategy_consistent(self)
+        _compile_consistent(self)
         if self.attn_implementation == "flash_attention_2" and self.target != "cuda":
             raise MemgraphError("--attn flash_attention_2 needs a GPU: use --target cuda, or --attn sdpa on the cpu target")
 
@@ -580,6 +609,26 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
                             f"{'|'.join(sharded)} --precision bf16-mixed with it, without --fsdp-mixed-precision")
     if opts.gradient_as_bucket_view and opts.strategy not in ("ddp", "zero1"):
         raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp or zero1, or drop it")
+
+
+def _compile_consistent(o: TrainingOptions) -> None:
+    if not o.compile:
+        given = [f for f, on in (("--compile-mode", o.compile_mode != "default"),
+                                 ("--activation-memory-budget", o.activation_memory_budget is not None)) if on]
+        if given:
+            raise MemgraphError(f"{given[0]} is a torch.compile option: pass --compile with it, or drop it")
+        return
+    if o.compile_mode == "reduce-overhead":
+        raise MemgraphError("--compile-mode reduce-overhead: CUDA graphs keep their own memory pool, which memgraph "
+                            "does not model: use --compile-mode default or max-autotune-no-cudagraphs")
+    if o.activation_memory_budget is not None and not 0 < o.activation_memory_budget <= 1:
+        raise MemgraphError(f"activation memory budget {o.activation_memory_budget!r} is not in (0, 1]: pass "
+                            "--activation-memory-budget F, e.g. 0.5")
+    unmodelled = [f for f, on in (("--strategy", o.strategy is not None), ("--activation-offload", o.activation_offload),
+                                  ("--gradient-checkpointing", o.gradient_checkpointing),
+                                  ("--quantize", o.quantize is not None)) if on]
+    if unmodelled:
+        raise MemgraphError(f"--compile with {unmodelled[0]} is not modelled: drop one of them")
 
 
 def _precision_supported(precision: str, target: str, gpu) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from memgraph.collector import paused_gc
+from memgraph.compiled import CompiledStep
 from memgraph.errors import MemgraphError
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.ops.registry import workspace_bytes
@@ -124,14 +125,18 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
     if autocast_stats is not None:  # the weight-cast cache is its own category (analysis/categorize.py)
         autocast_stats.on_cache = lambda t: rec.mark_role(t, Role.AUTOCAST_CACHE, modules.current)
     scaler = None if opts.deepspeed else make_scaler(opts.precision, device)  # DeepSpeed scales its own loss
+    compiled = CompiledStep(opts, forward_context) if opts.compile else None  # --compile: memgraph/compiled/
+    if compiled:  # the loop calls the compiled model (memgraph/compiled/step.py)
+        step.runner = compiled.wrap(step.runner)
 
     kv_cache = _KVCacheWatch(rec)
     offload = OffloadEmulation(opts.target, rec.mark_saved) if opts.activation_offload else None
     rec.enter(0, "setup")
     bounds = []
     fixes = MetaKernelFixes(opts.target)  # below the recorder: meta kernels corrected to the target's (MoE, conv)
-    with fused_on_meta(), every_layer_runs(model) as dropped, modules, values, fixes, rec, \
-            torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack):  # rec on top of values
+    with fused_on_meta(), every_layer_runs(model) as dropped, compiled.modules(modules) if compiled else modules, values, fixes, rec, \
+            torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack), \
+            (compiled.context() if compiled else contextlib.nullcontext()):  # rec on top of values
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
             first = len(rec.log.events)
@@ -157,8 +162,9 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
         notes=(list(batch_spec.notes) + _emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
                + finetuning_notes(model, optimizer) + layerdrop_note(dropped)
                + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()
-               + (offload.notes(opts.iterations) if offload else [])),
-        unknowns=(runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns(),
+               + (offload.notes(opts.iterations) if offload else []) + (compiled.notes() if compiled else [])),
+        unknowns=((runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns()
+                  + (compiled.unknowns() if compiled else [])),
         assumptions=step.assumptions, model_kind=model_kind(spec.task, model),
     )
 

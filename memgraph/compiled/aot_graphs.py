@@ -1,0 +1,47 @@
+"""The partitioned forward and backward graphs, run node by node on meta: no fusion (the cuda target).
+
+Dynamo's graph goes through AOTAutograd with PyTorch's partitioner (GraphStats.partition), with Inductor's decomposition table (as Inductor traces them, so
+the partitioner sees the same ops), and the compilers
+return the graphs themselves: each FX node runs as one ATen op on meta, its output one buffer, freed after its
+last use (FX codegen deletes each value after its last use). Inductor's CUDA fusion would not allocate the
+elementwise intermediates, so this is the upper end of what the compiled graphs allocate; what they save is the
+partitioner's choice either way. The forward emulation of the trace (CUDA autocast, the target's SDPA kernel,
+memgraph/trace/autocast_emulation.py, sdpa_kernels.py) is active while AOTAutograd traces, so the casts and the
+attention kernel are nodes of the graphs, as they are when Dynamo traces a real ``torch.autocast("cuda")``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from functorch.compile import aot_module_simplified, make_boxed_func
+
+from memgraph.compiled.graphs import GraphStats
+from memgraph.private_api import compile_internals
+
+
+class GraphsOnMeta:
+    def __init__(self, stats: GraphStats, budget: float | None, forward_context=None):
+        self.stats, self.budget = stats, budget
+        self.forward_context = forward_context  # zero-argument factory of the trace's forward emulation
+
+    def context(self):
+        api = compile_internals()
+        if self.budget is None:
+            return contextlib.nullcontext()
+        return api.functorch_config.patch(activation_memory_budget=self.budget)
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs):
+        emulation = self.forward_context() if self.forward_context is not None else contextlib.nullcontext()
+        with emulation:
+            return aot_module_simplified(gm, example_inputs, fw_compiler=_as_is, bw_compiler=_as_is,
+                                         partition_fn=self._partition, decompositions=compile_internals().decompositions())
+
+    def _partition(self, joint, joint_inputs, **kwargs):
+        return self.stats.partition(joint, joint_inputs, self.budget, **kwargs)
+
+
+def _as_is(gm: torch.fx.GraphModule, _example_inputs):
+    """The graph itself, called with a list of inputs (AOTAutograd's boxed calling convention)."""
+    return make_boxed_func(gm.forward)

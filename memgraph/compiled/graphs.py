@@ -1,0 +1,104 @@
+"""What the partitioner decided, per compiled graph: bytes saved for backward, eager and compiled.
+
+AOTAutograd hands the partitioner the joint forward+backward graph. The tensors saved for backward are the
+backward graph's placeholders that are not tangents (each with ``meta["val"]``, a fake tensor). The eager figure
+is the same joint graph split by ``default_partition``, which saves what eager autograd saves (PyTorch 2.13,
+torch/_functorch/partitioners.py: it keeps every forward value the backward reads); the compiled figure is the
+split actually used, ``min_cut_rematerialization_partition`` (recomputes cheap ops instead of saving them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from functorch.compile import default_partition, min_cut_rematerialization_partition
+
+
+def tensor_bytes(value) -> int:
+    """Bytes of a (fake) tensor's elements; 0 for anything else (SymInts, None)."""
+    if not isinstance(value, torch.Tensor):
+        return 0
+    return value.numel() * value.element_size()
+
+
+def saved_bytes(backward: torch.fx.GraphModule, joint: torch.fx.GraphModule) -> int:
+    """Bytes of the activations the backward graph reads from forward: its placeholders that are not tangents,
+    less those that are (views of) the graph's inputs (``primals_*``: parameters and batch, alive anyway); a
+    saved view of an activation counts its base once."""
+    nodes = {n.name: n for n in joint.graph.nodes}
+    roots = {}
+    for p in backward.graph.nodes:
+        if p.op != "placeholder" or p.name.startswith("tangents") or p.name not in nodes:
+            continue
+        root = _view_root(nodes[p.name])
+        if root.op != "placeholder":
+            roots[root.name] = tensor_bytes(root.meta.get("val"))
+    return sum(roots.values())
+
+
+def _view_root(node: torch.fx.Node) -> torch.fx.Node:
+    """The node whose storage ``node`` shares, through view ops (``OpOverload.is_view``)."""
+    while (node.op == "call_function" and getattr(node.target, "is_view", False) and node.args
+           and isinstance(node.args[0], torch.fx.Node)):
+        node = node.args[0]
+    return node
+
+
+def output_bytes(graph: torch.fx.GraphModule) -> int:
+    """Bytes of every op node's tensor outputs: what the graph allocates if each node is its own buffer
+    (views count, as their base is counted once more: an upper figure)."""
+    total = 0
+    for n in graph.graph.nodes:
+        if n.op == "call_function":
+            val = n.meta.get("val")
+            for v in val if isinstance(val, (tuple, list)) else (val,):
+                total += tensor_bytes(v)
+    return total
+
+
+@dataclass
+class Partition:
+    """One compiled graph: bytes saved for backward by each partitioner, node counts, unfused bytes."""
+
+    call: int  # which call of the compiled model compiled it
+    eager_saved: int  # default_partition
+    compiled_saved: int  # the partition used
+    forward_nodes: int
+    backward_nodes: int
+    unfused_bytes: int  # forward + backward node outputs, each node a buffer
+
+
+@dataclass
+class GraphStats:
+    """The graphs the backend compiled in one trace."""
+
+    call: int = 0  # calls of the compiled model so far (the caller counts)
+    partitions: list[Partition] = field(default_factory=list)
+
+    def step(self) -> list[Partition]:
+        """The graphs of one step: those compiled by the last call that compiled any (Dynamo recompiles the same
+        graphs when a guard fails, e.g. from one iteration to the next)."""
+        if not self.partitions:
+            return []
+        last = self.partitions[-1].call
+        return [p for p in self.partitions if p.call == last]
+
+    def total(self, name: str) -> int:
+        return sum(getattr(p, name) for p in self.step())
+
+    def partition(self, joint: torch.fx.GraphModule, joint_inputs, budget: float | None, **kwargs):
+        """Partition ``joint`` as PyTorch's min-cut partitioner does (its knapsack variant when ``budget`` is set,
+        through ``torch._functorch.config.activation_memory_budget``, set by the caller) and count both splits."""
+        kwargs.pop("compiler", None)
+        _, eager_bw = default_partition(joint, joint_inputs, **kwargs)  # reads the joint graph, builds new ones
+        eager = saved_bytes(eager_bw, joint)
+        fw, bw = min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor", **kwargs)
+        self.partitions.append(Partition(self.call, eager, saved_bytes(bw, joint), _op_nodes(fw), _op_nodes(bw),
+                                         output_bytes(fw) + output_bytes(bw)))
+        return fw, bw
+
+
+def _op_nodes(g: torch.fx.GraphModule) -> int:
+    return sum(1 for n in g.graph.nodes if n.op == "call_function")
+

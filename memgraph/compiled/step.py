@@ -1,0 +1,164 @@
+"""``--compile`` in the trace and in a real run: the model wrapped in ``torch.compile``, and what it did."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from memgraph.compiled.aot_graphs import GraphsOnMeta
+from memgraph.compiled.graphs import GraphStats
+from memgraph.compiled.inductor_cpu import InductorOnMeta
+from memgraph.facts.unknowns import BoundedUnknown
+from memgraph.private_api import compile_internals, torch_function_modes_popped
+from memgraph.units import human_bytes
+
+# torch.compile(mode=...) for each --compile-mode (torch 2.13, torch/__init__.py compile): "default" is mode=None
+REAL_MODE = {"default": None, "max-autotune-no-cudagraphs": "max-autotune-no-cudagraphs"}
+
+
+class CompiledStep:
+    """The model of one trace under ``torch.compile`` with memgraph's backend (memgraph/compiled/__init__.py)."""
+
+    def __init__(self, opts, forward_context=None):
+        self.opts = opts
+        self.stats = GraphStats()
+        budget = opts.activation_memory_budget
+        if opts.target == "cpu":
+            self.backend = InductorOnMeta(self.stats, opts.compile_mode, budget)
+        else:
+            self.backend = GraphsOnMeta(self.stats, budget, forward_context)
+        self._breaks: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def context(self):
+        """Around the traced iterations: fresh Dynamo caches and counters, the backend's settings."""
+        api = compile_internals()
+        torch._dynamo.reset()
+        api.dynamo_counters["graph_break"].clear()
+        try:
+            with self.backend.context():
+                yield self
+        finally:
+            self._breaks = dict(api.dynamo_counters["graph_break"])
+            torch._dynamo.reset()
+
+    @staticmethod
+    def modules(module_stack):
+        """Module attribution off: its global module hooks would be traced into Dynamo's graphs (guards on their
+        state recompile every call) and the real compiled step has none; the compiled graphs' ops are attributed to
+        the top level."""
+        return contextlib.nullcontext(module_stack)
+
+    def wrap(self, runner):
+        """What the loop calls instead of ``runner``: ``torch.compile(runner)`` with memgraph's backend, called with
+        the trace's dispatch modes marked ``ignore_compile_internals`` (off while Dynamo and Inductor compile, on
+        while the compiled code runs) and its torch function modes popped (traced in by the backend instead)."""
+        return _CompiledCall(runner, torch.compile(runner, backend=self.backend, dynamic=False), self.stats)
+
+    def notes(self) -> list[str]:
+        s = self.stats
+        graphs, eager, saved = len(s.step()), s.total("eager_saved"), s.total("compiled_saved")
+        nodes, unfused = s.total("forward_nodes") + s.total("backward_nodes"), s.total("unfused_bytes")
+        target = "Inductor's C++ backend" if self.opts.target == "cpu" else "AOTAutograd's graphs, unfused"
+        budget = self.opts.activation_memory_budget
+        partitioner = ("min_cut_rematerialization_partition" if budget is None
+                       else f"the knapsack partitioner (activation_memory_budget={budget})")
+        line = (f"compiled: torch.compile (mode {self.opts.compile_mode}), {graphs} graph{'s' if graphs != 1 else ''}"
+                f", {sum(self._breaks.values())} graph breaks, {target}, {partitioner}; saved activations: eager "
+                f"{_b(eager)}, compiled {_b(saved)}{_change(eager, saved)}")
+        if self.opts.target == "cpu":
+            line += (f"; fusion: the graphs' {nodes} nodes would allocate {_b(unfused)} per step unfused, Inductor's "
+                     f"code allocated {_b(self.backend.allocated_bytes // self.opts.iterations)} per step "
+                     f"({self.backend.buffers // self.opts.iterations} buffers)")
+        else:
+            line += (f"; {s.total('forward_nodes')} forward and {s.total('backward_nodes')} backward nodes, each its "
+                     f"own buffer ({_b(unfused)} per step): Inductor's CUDA fusion is not run, so the compiled graphs' "
+                     "transient memory is the upper end (bounded unknown)")
+        notes = [line]
+        notes += [f"graph break ({n}x): {reason}" for reason, n in self._breaks.items()]
+        notes.append("compile: the first step also compiles (Dynamo, AOTAutograd, Inductor run on the host with "
+                     "fake tensors: no device memory)" + ("; max-autotune benchmarks candidate kernels on the device "
+                     "in the first step, not modelled" if self.opts.compile_mode != "default" else ""))
+        return notes
+
+    def unknowns(self) -> list[BoundedUnknown]:
+        unfused = self.stats.total("unfused_bytes")
+        if self.opts.target == "cpu" or not self.stats.partitions:
+            return []
+        return [BoundedUnknown(
+            "Inductor's CUDA fusion (not run without a GPU: every graph node its own buffer, the upper end)",
+            unfused, unfused,
+            "torch 2.13 torch/_inductor/scheduler.py: fusion only removes buffers; memgraph/compiled/aot_graphs.py")]
+
+
+class _CompiledCall:
+    def __init__(self, runner, compiled, stats: GraphStats):
+        self._runner, self._compiled, self._stats = runner, compiled, stats
+
+    def __call__(self, *args, **kwargs):
+        self._stats.call += 1
+        for mode in compile_internals().dispatch_modes():
+            mode.ignore_compile_internals = _true
+        with torch_function_modes_popped(), _meta_constants():
+            return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name):  # zero_grad, parameters, ... of the model
+        return getattr(self._runner, name)
+
+
+_TORCH_TENSOR = torch.tensor
+
+
+def _tensor(data, *args, device=None, **kwargs):
+    """``torch.tensor`` for the compiled call: Dynamo leaves ``torch.tensor(data, device="meta")`` a real meta
+    tensor among its fake ones (torch 2.13: "Please convert all Tensors to FakeTensors first", e.g. transformers'
+    DynamicLayer starting its cache with ``torch.tensor([], device=...)``); an empty meta tensor of the same shape
+    and dtype instead (a meta tensor has no values either way)."""
+    if device is not None and torch.device(device).type == "meta":
+        kwargs.pop("requires_grad", None)
+        like = _TORCH_TENSOR(data, *args, **kwargs)
+        return torch.empty(like.shape, dtype=like.dtype, device="meta")
+    return _TORCH_TENSOR(data, *args, device=device, **kwargs)
+
+
+@contextlib.contextmanager
+def _meta_constants():
+    torch.tensor = _tensor
+    try:
+        yield
+    finally:
+        torch.tensor = _TORCH_TENSOR
+
+
+def _true() -> bool:
+    return True
+
+
+def compile_for_real(model: torch.nn.Module, opts):
+    """``torch.compile(model, mode=...)`` as a user writes it, for ``memgraph measure --compile``; the knapsack
+    budget is set while it runs (the partition happens in the first forward)."""
+    compiled = torch.compile(model, mode=REAL_MODE[opts.compile_mode])
+    if opts.activation_memory_budget is None:
+        return compiled
+    return _Budgeted(compiled, opts.activation_memory_budget)
+
+
+class _Budgeted:
+    def __init__(self, compiled, budget: float):
+        self._compiled, self._budget = compiled, budget
+
+    def __call__(self, *args, **kwargs):
+        with compile_internals().functorch_config.patch(activation_memory_budget=self._budget):
+            return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._compiled, name)
+
+
+def _b(n: int) -> str:
+    return f"{human_bytes(n)} ({n:,} B)"
+
+
+def _change(before: int, after: int) -> str:
+    return f" ({(after - before) / before:+.1%})" if before else ""

@@ -1,0 +1,51 @@
+"""--target cpu --compile against the real compiled training step on the CPU, measured live.
+
+The measurement runs ``torch.compile(model)`` as a user writes it (Inductor's C++ backend, g++ builds the kernels)
+and reads the CPU allocator from torch.profiler's memory events (memgraph/measure/cpu.py); the prediction runs
+Inductor's generated wrapper on meta (memgraph/compiled/inductor_cpu.py). Tolerance: 2% of the measured
+steady-state peak, the bound the cpu target promises; measured on torch 2.13.0+cpu the two agree to the byte
+for the configs below but T5 (8 B apart). Slow: each compiles twice with Inductor and the real one runs g++ (minutes on 2 cores).
+"""
+
+import pytest
+
+from memgraph.api import analyze, measure
+from tests.conftest import CONFIGS
+
+pytestmark = pytest.mark.slow
+
+TOLERANCE = 0.02
+
+FAMILIES = {  # measured to the byte on torch 2.13.0+cpu (sgd, batch 1)
+    "tiny-llama": dict(seq_len=32),  # 1,658,184 B predicted and measured
+    "tiny-qwen2": dict(seq_len=32),  # 1,668,424 B predicted and measured
+    "tiny-mistral": dict(seq_len=32),  # 1,658,184 B
+    "tiny-bert": dict(seq_len=32),  # 1,619,784 B
+    "tiny-vit": dict(),  # 821,856 B
+    "tiny-resnet": dict(image_size=32),  # 112,288 B (a conv net)
+    "tiny-t5": dict(seq_len=32, target_len=16),  # 2,223,880 B predicted, 2,223,888 B measured
+}
+
+
+def _steady_measured(model: str, **kw) -> int:
+    return max(it["peak_allocated"] for it in measure(model, device="cpu", **kw)["iterations"][1:])
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_compiled_step_within_2_percent(family):
+    model = str(CONFIGS / f"{family}.json")
+    kw = dict(FAMILIES[family], batch_size=1, optimizer="sgd", compile=True)
+    r = analyze(model, target="cpu", **kw)
+    predicted, measured = r.steady_state_peak.bytes, _steady_measured(model, **kw)
+    assert abs(predicted - measured) <= TOLERANCE * measured, (predicted, measured)
+    assert any(n.startswith("compiled: torch.compile (mode default), 1 graph, 0 graph breaks") for n in r.notes)
+
+
+@pytest.mark.xfail(strict=True, reason="GPT-2's graph breaks (transformers' logger calls): the first iteration "
+                   "agrees within 48 B, the steady state is 8% high (2,156,812 B predicted, 1,996,092 B measured)")
+def test_compiled_gpt2_with_graph_breaks_within_2_percent():
+    model = str(CONFIGS / "tiny-gpt2.json")
+    kw = dict(seq_len=32, batch_size=1, optimizer="sgd", compile=True)
+    predicted = analyze(model, target="cpu", **kw).steady_state_peak.bytes
+    measured = _steady_measured(model, **kw)
+    assert abs(predicted - measured) <= TOLERANCE * measured, (predicted, measured)
