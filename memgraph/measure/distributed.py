@@ -124,11 +124,13 @@ def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
     from memgraph.cpu_profiler import cpu_memory_events, memory_profile
     from memgraph.measure.cpu import _per_iteration
     from memgraph.measure.real_step import build_run, run_iteration
+    from memgraph.model_spec.defaults import resolve_defaults
     from memgraph.trace.parallel.distributed import distributed_run
 
     gc.collect()
     with memory_profile() as prof:
-        setup = distributed_run(opts, rank=dist.get_rank(), real=True)
+        # the resolved options, as the trace's wrapper gets them (trace/tracer.py _trace_all_layers)
+        setup = distributed_run(resolve_defaults(spec, opts).options, rank=dist.get_rank(), real=True)
         with setup if opts.deepspeed else contextlib.nullcontext():
             run = build_run(spec, opts, "cpu", distributed=setup)
             impl = run.optimizer_impl
