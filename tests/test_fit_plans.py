@@ -158,7 +158,7 @@ SCENARIOS = {
     "QLoRA 8B at 4k on 24 GB": "llama-3-8b --quantize 4bit --lora-rank 16 --precision bf16 -s 4096 --gpu rtx-4090 "
                                "--no-kbit-preparation",
     "LLaVA stage 2 on 80 GB": "llava-1.5-7b --stage 2 -b 16 --gpu a100-80gb --precision bf16-mixed",
-    "Qwen2-VL, large images, on 40 GB": "qwen2-vl-2b --image-size 1344 -b 8 --gpu a100-40gb --precision bf16-mixed",
+    "Qwen2-VL, large images, on 40 GB": "qwen2-vl-2b --image-size 1344 -s 4096 -b 4 --gpu a100-40gb --precision bf16-mixed",
     "70B on 8x80 GB": "llama-2-70b --nproc 8 --strategy fsdp --precision bf16-mixed -s 4096 --gpu h100-80gb",
 }
 
