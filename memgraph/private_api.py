@@ -574,15 +574,19 @@ def _check_fused_devices():
 
 
 @contextlib.contextmanager
-def fused_kernels_also_on(device_type: str):
-    """While open, fused optimizers accept parameters on ``device_type``; the patch is undone on exit."""
-    require("fused_devices")
+def _optimizer_devices_also(guard: str, lookup: str, device_type: str):
+    """While open, ``torch.optim.optimizer.<lookup>()`` also lists ``device_type``; undone on exit."""
+    require(guard)
     import torch.optim.optimizer as optimizer_module
 
-    devices = optimizer_module._get_fused_kernels_supported_devices
-    with mock.patch.object(optimizer_module, "_get_fused_kernels_supported_devices",
-                           lambda: [*devices(), device_type]):
+    devices = getattr(optimizer_module, lookup)
+    with mock.patch.object(optimizer_module, lookup, lambda: [*devices(), device_type]):
         yield
+
+
+def fused_kernels_also_on(device_type: str):
+    """While open, fused optimizers accept parameters on ``device_type``; the patch is undone on exit."""
+    return _optimizer_devices_also("fused_devices", "_get_fused_kernels_supported_devices", device_type)
 
 
 # --------------------------------------------------------------------------------------------
@@ -604,16 +608,9 @@ def _check_foreach_devices():
     return None
 
 
-@contextlib.contextmanager
 def foreach_kernels_also_on(device_type: str):
     """While open, optimizers default to foreach for parameters on ``device_type``; undone on exit."""
-    require("foreach_devices")
-    import torch.optim.optimizer as optimizer_module
-
-    devices = optimizer_module._get_foreach_kernels_supported_devices
-    with mock.patch.object(optimizer_module, "_get_foreach_kernels_supported_devices",
-                           lambda: [*devices(), device_type]):
-        yield
+    return _optimizer_devices_also("foreach_devices", "_get_foreach_kernels_supported_devices", device_type)
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from memgraph.job_config import common
 from memgraph.job_config.mapping import JobConfig
+from memgraph.job_config.trainer import TRAINER_BATCH_DEFAULT as BATCH_DEFAULT  # LLaMA-Factory runs the HF Trainer
 from memgraph.job_config.trainer_optim import take_optim
 
 FORMAT = "LLaMA-Factory"
 CUTOFF_DEFAULT = 2048
-BATCH_DEFAULT = 8
 ATTN = {"fa2": "flash_attention_2", "sdpa": "sdpa", "disabled": "eager"}
 
 
