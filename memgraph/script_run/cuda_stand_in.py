@@ -170,6 +170,10 @@ def cuda_stand_in(gpu: GpuSpec, counters: DeviceCounters, autocasts: AutocastEmu
         (cuda, "get_device_properties"): lambda *_a: props,
         (cuda, "is_bf16_supported"): lambda *_a, **_k: gpu.bf16_supported,
         (cuda, "synchronize"): lambda *_a: None, (cuda, "empty_cache"): lambda: None,
+        # No CUDA graph is ever captured on meta. torch.optim.Optimizer.step asks this once torch.cuda.is_available()
+        # answers True (_accelerator_graph_capture_health_check, torch 2.12/2.13 torch/optim/optimizer.py); a CPU
+        # build answers False, a CUDA build on a machine without a GPU asks the driver and raises.
+        (cuda, "is_current_stream_capturing"): lambda: False,
         (cuda, "Stream"): _Stream, (cuda, "Event"): _Event, (cuda, "stream"): lambda s=None: contextlib.nullcontext(s),
         (cuda, "current_stream"): lambda *_a: _Stream(), (cuda, "default_stream"): lambda *_a: _Stream(),
         (cuda, "memory_allocated"): counters.allocated, (cuda, "max_memory_allocated"): counters.max_allocated,
