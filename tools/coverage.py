@@ -47,14 +47,18 @@ TASK_MAPPINGS = {  # task family -> transformers.models.auto.modeling_auto mappi
     "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
     "speech-seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
     "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+    # the audio-language classes among the multimodal LMs (model_spec/audio_text_inputs.py is_audio_text_class_name)
+    "audio-text-to-text": "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
 }
+TASK_FILTERS = {"audio-text-to-text": "is_audio_text_class_name"}  # task -> audio_text_inputs.py predicate
 # Task families whose inputs memgraph derives from the config only for some architectures: a row whose recipe
 # refuses the config (model_spec/multimodal_inputs.py NoImageTextLayout, model_spec/speech_inputs.py
 # NoSpeechLayout) is skipped with the recipe's reason.
-RECIPE_TASKS = ("speech-seq2seq", "image-text-to-text")
+RECIPE_TASKS = ("speech-seq2seq", "image-text-to-text", "audio-text-to-text")
 # A sample for the test suite: one architecture per family, one of them a mixture of experts.
 SAMPLE = {"causal-lm": ["mixtral"], "masked-lm": ["bert"], "seq2seq-lm": ["t5"],
-          "sequence-classification": ["gpt2"], "image-classification": ["convnext"], "speech-seq2seq": ["whisper"]}
+          "sequence-classification": ["gpt2"], "image-classification": ["convnext"], "speech-seq2seq": ["whisper"],
+          "audio-text-to-text": ["qwen2_audio"]}
 
 TOLERANCE = 0.01  # 1% of the real CPU peak: the cpu target is exact on dense models, the rest is allocator rounding
 SEQ_LEN, IMAGE_SIZE, BATCH = 16, 32, 1
@@ -64,6 +68,7 @@ SEQ_LEN, IMAGE_SIZE, BATCH = 16, 32, 1
 IMAGE_BATCH = 2
 IMAGE_TEXT_SEQ_LEN = 64  # room for one image's tokens (16 for 32-px images of 8-px patches) and the text around
 PER_MODEL_SECONDS = 90
+AUDIO_SECONDS = 1.0
 
 # -- tiny configs -------------------------------------------------------------------------------------
 HIDDEN, HEADS, KV_HEADS, FFN, VOCAB, LAYERS = 32, 2, 1, 64, 256, 2
@@ -377,6 +382,11 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
     cfg = tiny_config(model_type)
     kw = dict(batch_size=BATCH, seq_len=SEQ_LEN, target="cpu", optimizer="adamw")
     mtask = {"sequence-classification": "custom-named"}.get(task, task)
+    if task == "speech-seq2seq":  # audio-language models among the speech classes: their own recipe
+        from memgraph.model_spec.audio_text_inputs import is_audio_text_class_name
+
+        if is_audio_text_class_name(class_name):
+            task = mtask = "audio-text-to-text"
     if task == "image-classification":
         kw.update(image_size=getattr(cfg, "image_size", IMAGE_SIZE) or IMAGE_SIZE, seq_len=None, batch_size=IMAGE_BATCH)
     elif task == "sequence-classification":
@@ -399,6 +409,14 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
             from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES
 
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + QUERY_VIDEO_FRAMES * cfg.num_query_tokens
+    elif task == "audio-text-to-text":  # 1 s of audio: its audio tokens (the processor's count) and the text
+        from memgraph.model_spec.audio_text_inputs import NoAudioTextLayout, audio_clip
+
+        try:
+            tokens = audio_clip(cfg, AUDIO_SECONDS).tokens
+        except NoAudioTextLayout:  # the row's reason comes from _no_recipe
+            tokens = 0
+        kw.update(audio_seconds=AUDIO_SECONDS, seq_len=tokens + SEQ_LEN)
     spec = ModelSpec(name=f"{model_type} ({class_name})", source="config", task=mtask, config=cfg,
                      model_class=class_name)
     return spec, TrainingOptions(**kw)
@@ -408,12 +426,13 @@ def _no_recipe(spec, opts) -> str:
     """The recipe's reason when memgraph has no input layout for this config, else ''."""
     import torch
 
+    from memgraph.model_spec.audio_text_inputs import NoAudioTextLayout
     from memgraph.model_spec.multimodal_inputs import NoImageTextLayout
     from memgraph.model_spec.speech_inputs import NoSpeechLayout
 
     try:
         spec.batch(opts, torch.float32)
-    except (NoImageTextLayout, NoSpeechLayout) as e:
+    except (NoImageTextLayout, NoSpeechLayout, NoAudioTextLayout) as e:
         return "no input recipe: " + _one_line(e).split(": ", 1)[1]
     except Exception:
         return ""  # another refusal: the real run reports it
@@ -484,6 +503,11 @@ def architectures(tasks: list[str], only: str | None) -> list[tuple[str, str, st
                 class_name = class_name[0]
             if only and not any(fnmatch.fnmatch(model_type, p.strip()) for p in only.split(",")):
                 continue
+            if task in TASK_FILTERS:
+                from memgraph.model_spec import audio_text_inputs
+
+                if not getattr(audio_text_inputs, TASK_FILTERS[task])(class_name):
+                    continue
             rows.append((task, model_type, class_name))
         per_task.append(rows)
     out = []

@@ -4,22 +4,24 @@ Task ``audio-text-to-text``: a class of transformers' ``MODEL_FOR_MULTIMODAL_LM_
 takes ``input_ids``, ``input_features`` and ``labels`` and neither images nor decoder inputs (Qwen2-Audio,
 Voxtral, ...). Per sample, one clip of ``--audio-seconds`` (zoo ``defaults.audio_seconds`` else an error):
 
-- ``input_features``: the log-mel frames the feature extractor transformers names for the model type
-  (``FEATURE_EXTRACTOR_MAPPING_NAMES``; speech_inputs.py ``feature_extractor_for``: its defaults, the mel bins the
-  config's audio encoder expects) makes from the clip, called with the padding the model's processor asks for
-  (:data:`FAMILIES`, each with the file it comes from);
-- the audio tokens: as many ``audio_token_id`` positions in ``input_ids`` as the model scatters audio features
-  into, asked of the model itself: the audio encoder's ``_get_feat_extract_output_lengths`` of the frames the
-  ``feature_attention_mask`` keeps (Qwen2-Audio: its processor uses the same formula), or the feature rows
-  ``get_audio_features`` returns for the clip on ``meta`` (Voxtral: 375 per 30 s chunk);
+- ``input_features`` and its mask (``feature_attention_mask`` / ``input_features_mask``) exactly as the model's
+  processor (``PROCESSOR_MAPPING_NAMES``) makes them, by its own audio code run without a tokenizer
+  (private_api.py ``processor_without_tokenizer``), with its default ``audio_kwargs`` and the feature extractor
+  transformers names for the model type (speech_inputs.py ``feature_extractor_for``: its defaults, the mel bins the
+  config's audio encoder expects). ``_process_audio`` (Qwen2-Audio: padded to 30 s, longer clips truncated;
+  GLM-ASR and Audio Flamingo 3: 30 s windows up to ``max_audio_len``; Qwen3-ASR) also gives the audio tokens
+  (``num_audio_tokens``); Voxtral's ``_retrieve_input_features`` pads to a multiple of 30 s and stacks chunks of
+  3000 frames, and its tokens are the feature rows ``get_audio_features`` returns for them on ``meta`` (375 per
+  chunk);
 - tokens per sample::
 
       [BOS] [audio] * T  [text ...]            (--seq-len tokens in all)
 
   ``attention_mask`` all ones, ``labels`` the ``input_ids`` with the audio positions ignored (-100).
 
-The waveform is the same 440 Hz tone as speech_inputs.py; only its length matters. A model type of the task
-without a rule in :data:`FAMILIES` is refused with :class:`NoAudioTextLayout` (the coverage tool's skip reason).
+The waveform is the same 440 Hz tone as speech_inputs.py; only its length matters. A model of the task whose
+processor has neither method, or whose extractor needs a package memgraph does not install (Granite Speech:
+torchaudio), is refused with :class:`NoAudioTextLayout` (the coverage tool's skip reason).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from memgraph.model_spec.auto_classes import auto_class
 from memgraph.model_spec.image_tokens import feature_rows
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.multimodal_inputs import KnownInput, _specials, _text_ids
-from memgraph.model_spec.speech_inputs import feature_extractor_for
+from memgraph.model_spec.speech_inputs import NoSpeechLayout, feature_extractor_for
+from memgraph.private_api import processor_audio_inputs, processor_without_tokenizer, voxtral_input_features
 
 LONG = torch.int64
 TEXT_SEED = 0  # as multimodal_inputs.py: the same text ids on meta and for real
@@ -46,29 +49,11 @@ class NoAudioTextLayout(MemgraphError):
     """The model is not an audio-language model memgraph can make inputs for."""
 
 
-@dataclass(frozen=True)
-class Family:
-    """How one model type's processor calls its feature extractor, and how its audio tokens are counted."""
-
-    extractor_kwargs: dict = field(default_factory=dict)
-    tokens: str = "lengths"  # "lengths": the encoder's _get_feat_extract_output_lengths; "probe": get_audio_features
-    chunk_frames: int | None = None  # mel frames per chunk the processor splits a clip into (stacked as a batch)
-    source: str = ""
-
-
-FAMILIES = {
-    # processing_qwen2_audio.py ``_process_audio`` (transformers 5.23): padding="max_length" (30 s of
-    # WhisperFeatureExtractor, which truncates longer clips by default), return_attention_mask=True, returned as
-    # feature_attention_mask; audio tokens (((l - 1) // 2 + 1) - 2) // 2 + 1 for the l frames it keeps.
-    "qwen2_audio": Family({"padding": "max_length", "return_attention_mask": True}, "lengths", None,
-                          "processing_qwen2_audio.py _process_audio"),
-    # processing_voxtral.py ``VoxtralProcessor.audio_kwargs`` (5.23): padding=True, truncation=False,
-    # pad_to_multiple_of=480000 (30 s at 16 kHz), then ``_retrieve_input_features`` splits the frames into chunks of
-    # max_source_positions (3000) stacked along the batch; get_audio_features reshapes the encoder's
-    # [chunks, 1500, d_model] to rows of intermediate_size (4 * d_model in the released config: 375 per chunk).
-    "voxtral": Family({"padding": True, "truncation": False, "pad_to_multiple_of": 480000}, "probe",
-                      3000, "processing_voxtral.py VoxtralProcessor.audio_kwargs"),
-}
+# VoxtralProcessor.audio_kwargs["max_source_positions"] (processing_voxtral.py, transformers 5.23): the mel frames
+# of one chunk; the processor splits a clip's frames into such chunks, stacked along the batch
+VOXTRAL_CHUNK_KEY = "max_source_positions"
+# Where processors name the feature mask; the model's forward takes it under the same name.
+FEATURE_MASKS = ("feature_attention_mask", "input_features_mask")
 
 
 def audio_text_class(cfg):
@@ -106,22 +91,35 @@ def is_audio_text_class_name(class_name: str) -> bool:
 
 @dataclass(frozen=True)
 class AudioClip:
-    """One clip as the model takes it: the extractor's arrays, and the audio tokens it becomes in the text."""
+    """One clip as the model takes it: the processor's arrays, and the audio tokens it becomes in the text."""
 
     features: torch.Tensor  # [clips or chunks, mel bins, frames]
-    mask: torch.Tensor | None  # feature_attention_mask [clips, frames] where the model takes one
+    mask_name: str | None  # the feature mask's name where the processor makes one
+    mask: torch.Tensor | None  # [clips or chunks, frames]
     tokens: int
+
+
+def processor_class(cfg):
+    """The processor class transformers names for the config's model type (PROCESSOR_MAPPING_NAMES), else None."""
+    from transformers.models.auto import processing_auto
+
+    return auto_class(cfg, processing_auto.PROCESSOR_MAPPING_NAMES)
 
 
 def audio_clip(cfg, seconds: float) -> AudioClip:
     """The features and audio-token count of one ``seconds`` clip for ``cfg``'s model (see the module docstring)."""
-    family = FAMILIES.get(getattr(cfg, "model_type", None))
-    cls = audio_text_class(cfg)
-    if family is None or not is_audio_text_class(cls):
-        known = ", ".join(sorted(FAMILIES))
-        raise NoAudioTextLayout(f"no audio-text input recipe for model_type {getattr(cfg, 'model_type', '?')!r} "
-                                f"(memgraph has one for {known}); describe the inputs with --input")
-    extractor = feature_extractor_for(cfg)
+    cls, proc_cls = audio_text_class(cfg), processor_class(cfg)
+    how = ("chunks" if hasattr(proc_cls, "_retrieve_input_features") else
+           "process" if _own(proc_cls, "_process_audio") else None)
+    if not is_audio_text_class(cls) or how is None:
+        raise NoAudioTextLayout(f"no audio-text input recipe for model_type {getattr(cfg, 'model_type', '?')!r}: "
+                                "memgraph makes audio inputs with the processor's _process_audio (Qwen2-Audio, "
+                                "GLM-ASR, Audio Flamingo 3, Qwen3-ASR) or _retrieve_input_features (Voxtral); "
+                                "describe the inputs with --input")
+    try:
+        extractor = feature_extractor_for(cfg)
+    except NoSpeechLayout as e:
+        raise NoAudioTextLayout(str(e)) from None
     if extractor is None:
         raise NoAudioTextLayout(f"transformers names no feature extractor for {cfg.model_type}; describe the "
                                 "inputs with --input")
@@ -130,36 +128,23 @@ def audio_clip(cfg, seconds: float) -> AudioClip:
 
     t = np.arange(max(1, round(seconds * rate)), dtype=np.float32) / rate
     wave = (TONE_AMPLITUDE * np.sin(2 * np.pi * TONE_HZ * t)).astype(np.float32)
-    made = extractor(wave, sampling_rate=rate, return_tensors="pt", **family.extractor_kwargs)
-    features = made["input_features"]
-    if family.chunk_frames:
-        features = features.reshape(features.shape[1], -1, family.chunk_frames).transpose(0, 1)
-    mask = made.get("attention_mask") if family.extractor_kwargs.get("return_attention_mask") else None
-    if family.tokens == "lengths":
-        tokens = int(_encoder_lengths(cfg, mask.sum(-1)).sum())
-    else:
-        tokens = _probe_rows(cfg, cls, features)
-    return AudioClip(features, mask, tokens)
+    proc = processor_without_tokenizer(proc_cls, extractor)
+    kwargs = {**(getattr(proc_cls, "audio_kwargs", None) or {}), "sampling_rate": rate, "return_tensors": "pt"}
+    if how == "chunks":
+        chunk = int(kwargs.pop(VOXTRAL_CHUNK_KEY))
+        features = voxtral_input_features(proc, [wave], chunk, kwargs)
+        return AudioClip(features, None, None, _probe_rows(cfg, cls, features))
+    made = processor_audio_inputs(proc, [wave], kwargs)
+    mask_name = next((n for n in FEATURE_MASKS if n in made), None)
+    tokens = int(sum(int(n) for n in made["num_audio_tokens"]))
+    return AudioClip(made["input_features"], mask_name, made.get(mask_name), tokens)
 
 
-def _audio_config(cfg):
-    audio = getattr(cfg, "audio_config", None)
-    if audio is None:
-        raise NoAudioTextLayout(f"{cfg.model_type}'s config has no audio_config; describe the inputs with --input")
-    return audio
+def _own(proc_cls, name: str) -> bool:
+    """Whether the processor class defines ``name`` itself (ProcessorMixin's raises NotImplementedError)."""
+    from transformers import ProcessorMixin
 
-
-def _encoder_lengths(cfg, frames: torch.Tensor) -> torch.Tensor:
-    """The audio encoder's own ``_get_feat_extract_output_lengths`` (its output positions for ``frames`` mel
-    frames), from the encoder class transformers maps the audio sub-config's model type to; it reads no state."""
-    from transformers.models.auto import modeling_auto
-
-    encoder = auto_class(_audio_config(cfg), modeling_auto.MODEL_MAPPING_NAMES)
-    rule = getattr(encoder, "_get_feat_extract_output_lengths", None)
-    if rule is None:
-        raise NoAudioTextLayout(f"{cfg.model_type}'s audio encoder has no _get_feat_extract_output_lengths to count "
-                                "its audio tokens; describe the inputs with --input")
-    return rule(None, frames)[1]
+    return proc_cls is not None and getattr(proc_cls, name, None) is not getattr(ProcessorMixin, name, None)
 
 
 def _probe_rows(cfg, cls, features: torch.Tensor) -> int:
@@ -202,7 +187,7 @@ def audio_text_to_text(cfg, opts, defaults: dict, dtype: torch.dtype) -> Batch:
               InputSpec("input_features", (b * feats.shape[0], *feats.shape[1:]), dtype)]
     if clip.mask is not None:
         mask = clip.mask.to(LONG).repeat(b, 1)
-        inputs.append(KnownInput("feature_attention_mask", tuple(mask.shape), LONG, None, mask))
+        inputs.append(KnownInput(clip.mask_name, tuple(mask.shape), LONG, None, mask))
     ones = torch.ones(b, seq, dtype=LONG)
     labels = ids.masked_fill(audio, IGNORE_INDEX)
     inputs += [KnownInput("attention_mask", tuple(ones.shape), LONG, None, ones),
@@ -221,4 +206,4 @@ def _audio_token(cfg) -> int:
     raise NoAudioTextLayout(f"{cfg.model_type}'s config has no audio_token_id; describe the inputs with --input")
 
 
-__all__ = ["NoAudioTextLayout", "FAMILIES", "audio_text_to_text", "audio_clip", "is_audio_text_class_name"]
+__all__ = ["NoAudioTextLayout", "audio_text_to_text", "audio_clip", "is_audio_text_class_name"]

@@ -1,0 +1,68 @@
+"""--audio-seconds for audio-language models (task audio-text-to-text, model_spec/audio_text_inputs.py): the
+features their processors make and the audio tokens the models scatter, counted by hand; the tiny models'
+predictions against the real CPU step."""
+
+import pytest
+import torch
+
+from memgraph.api import analyze, measure
+from memgraph.errors import MemgraphError
+from memgraph.model_spec.audio_text_inputs import audio_clip
+from memgraph.model_spec.inputs import IGNORE_INDEX
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import resolve
+from tests.conftest import CONFIGS
+
+QWEN2_AUDIO = str(CONFIGS / "tiny-qwen2-audio.json")
+VOXTRAL = str(CONFIGS / "tiny-voxtral.json")
+
+
+def _batch(path, **kw):
+    spec = resolve(path)
+    assert spec.task == "audio-text-to-text"
+    return spec, {s.name: s for s in spec.batch(TrainingOptions(target="cpu", **kw), torch.float32).inputs}
+
+
+def test_qwen2_audio_tokens_by_hand():
+    spec, b = _batch(QWEN2_AUDIO, seq_len=300, audio_seconds=10, batch_size=2)
+    # WhisperFeatureExtractor padded to 30 s (padding="max_length"): 480,000 samples / hop 160 = 3,000 frames of
+    # 128 mel bins; the mask keeps 10 s = 160,000 / 160 = 1,000 frames; tokens (1000 - 1) // 2 + 1 = 500,
+    # (500 - 2) // 2 + 1 = 250
+    assert b["input_features"].shape == (2, 128, 3000)
+    mask = b["feature_attention_mask"].value()
+    assert mask.shape == (2, 3000) and mask.sum(-1).tolist() == [1000, 1000]
+    ids = b["input_ids"].value()
+    audio = ids == spec.config.audio_token_index
+    assert audio.sum(-1).tolist() == [250, 250]
+    assert (b["labels"].value()[audio] == IGNORE_INDEX).all()
+    # 45 s is truncated to the extractor's 30 s: 3,000 frames -> 1,500 -> 750 tokens
+    assert audio_clip(spec.config, 45).tokens == 750
+
+
+def test_voxtral_tokens_by_hand():
+    spec, b = _batch(VOXTRAL, seq_len=800, audio_seconds=45, batch_size=2)
+    # 45 s padded to a multiple of 30 s (pad_to_multiple_of=480000 samples): 60 s = 6,000 frames, two chunks of
+    # 3,000 stacked along the batch (2 samples x 2 chunks); the encoder halves each chunk to 1,500 positions of
+    # d_model 32, reshaped to rows of intermediate_size 128: 1500 * 32 / 128 = 375 per chunk, 750 per sample
+    assert b["input_features"].shape == (4, 128, 3000)
+    assert "feature_attention_mask" not in b
+    assert (b["input_ids"].value() == 24).sum(-1).tolist() == [750, 750]
+    assert audio_clip(spec.config, 10).tokens == 375  # one chunk
+
+
+def test_short_seq_len_names_the_fix():
+    with pytest.raises(MemgraphError, match=r"--seq-len 100 cannot hold 10 s of audio \(375 audio tokens.*--seq-len 377"):
+        _batch(VOXTRAL, seq_len=100, audio_seconds=10)
+    with pytest.raises(MemgraphError, match="pass --audio-seconds"):
+        _batch(VOXTRAL, seq_len=100)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path, seconds, seq", [(QWEN2_AUDIO, 10, 300), (VOXTRAL, 10, 400)])
+def test_an_audio_step_matches_the_real_cpu_step(path, seconds, seq):
+    # measured 2026-11-27 (torch 2.13.0 CPU): Qwen2-Audio predicted 30,786,055 B, real 30,817,271 B (-0.10%);
+    # Voxtral predicted 13,950,244 B, real 13,959,860 B (-0.07%); the band is the project's 1%
+    opts = TrainingOptions(seq_len=seq, audio_seconds=seconds, batch_size=1, target="cpu")
+    real = max(it["peak_allocated"] for it in measure(path, "cpu", opts)["iterations"][1:])
+    predicted = analyze(path, opts).steady_state_peak.bytes
+    assert abs(predicted - real) <= 0.01 * real
