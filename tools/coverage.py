@@ -332,8 +332,29 @@ def tiny_config(model_type: str):
 
     cfg = AutoConfig.for_model(model_type)
     _query_image_token(cfg)
+    _voxtral_audio_token(cfg)
     _shrink(cfg)
+    _audio_output_width(cfg)
     return cfg
+
+
+# VoxtralProcessor.__init__ (processing_voxtral.py, transformers 5.23) sets ``audio_token_id = 24``, the id the
+# released Voxtral configs carry; the config class defaults it to None
+VOXTRAL_AUDIO_TOKEN = 24
+
+
+def _voxtral_audio_token(cfg) -> None:
+    if cfg.model_type == "voxtral" and getattr(cfg, "audio_token_id", None) is None:
+        cfg.audio_token_id = VOXTRAL_AUDIO_TOKEN
+
+
+def _audio_output_width(cfg) -> None:
+    """An audio encoder whose ``output_dim``-wide features are scattered into the text embeddings (Qwen3-ASR's
+    ``proj2``, modeling_qwen3_asr.py ``get_placeholder_mask`` checks the sizes) must give the text hidden size; the
+    class defaults (3584 and 2048) do not, so the tiny config sets it to the tiny text width."""
+    audio, text = getattr(cfg, "audio_config", None), getattr(cfg, "text_config", None)
+    if audio is not None and text is not None and isinstance(getattr(audio, "output_dim", None), int):
+        audio.output_dim = text.hidden_size
 
 
 def _query_image_token(cfg) -> None:
