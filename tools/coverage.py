@@ -51,6 +51,8 @@ TASK_MAPPINGS = {  # task family -> transformers.models.auto.modeling_auto mappi
     "audio-text-to-text": "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
 }
 TASK_FILTERS = {"audio-text-to-text": "is_audio_text_class_name"}  # task -> audio_text_inputs.py predicate
+# Audio Flamingo 3 and Music Flamingo are named only in the seq2seq-LM mapping
+EXTRA_MAPPINGS = {"audio-text-to-text": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",)}
 # Task families whose inputs memgraph derives from the config only for some architectures: a row whose recipe
 # refuses the config (model_spec/multimodal_inputs.py NoImageTextLayout, model_spec/speech_inputs.py
 # NoSpeechLayout) is skipped with the recipe's reason.
@@ -517,9 +519,11 @@ def architectures(tasks: list[str], only: str | None) -> list[tuple[str, str, st
 
     per_task = []
     for task in tasks:
-        mapping = getattr(modeling_auto, TASK_MAPPINGS[task])
+        mapping = dict(getattr(modeling_auto, TASK_MAPPINGS[task]))
+        for extra in EXTRA_MAPPINGS.get(task, ()):
+            mapping = {**getattr(modeling_auto, extra), **mapping}
         rows = []
-        for model_type, class_name in mapping.items():
+        for model_type, class_name in sorted(mapping.items()) if task in EXTRA_MAPPINGS else mapping.items():
             if isinstance(class_name, (list, tuple)):
                 class_name = class_name[0]
             if only and not any(fnmatch.fnmatch(model_type, p.strip()) for p in only.split(",")):

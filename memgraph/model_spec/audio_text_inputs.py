@@ -57,10 +57,11 @@ FEATURE_MASKS = ("feature_attention_mask", "input_features_mask")
 
 
 def audio_text_class(cfg):
-    """The multimodal-LM class transformers' auto mapping names for the config's model type, else None."""
+    """The multimodal-LM (else seq2seq-LM) class transformers' auto mappings name for the config's model type."""
     from transformers.models.auto import modeling_auto
 
-    return auto_class(cfg, modeling_auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES)
+    return (auto_class(cfg, modeling_auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES)
+            or auto_class(cfg, modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES))
 
 
 def is_audio_text_class(cls) -> bool:
@@ -74,10 +75,12 @@ def is_audio_text_class(cls) -> bool:
 
 
 def is_audio_text_class_name(class_name: str) -> bool:
-    """:func:`is_audio_text_class` for a transformers class named in MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES."""
+    """:func:`is_audio_text_class` for a transformers class named in MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES or
+    MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES."""
     from transformers.models.auto import modeling_auto
 
-    names = modeling_auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES.values()
+    names = [*modeling_auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES.values(),
+             *modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES.values()]  # Audio Flamingo 3 is only here
     if not any(class_name == n or (isinstance(n, (list, tuple)) and class_name in n) for n in names):
         return False
     import transformers
