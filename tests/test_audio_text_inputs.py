@@ -66,3 +66,28 @@ def test_an_audio_step_matches_the_real_cpu_step(path, seconds, seq):
     real = max(it["peak_allocated"] for it in measure(path, "cpu", opts)["iterations"][1:])
     predicted = analyze(path, opts).steady_state_peak.bytes
     assert abs(predicted - real) <= 0.01 * real
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["glmasr", "qwen3_asr", "moss_transcribe_diarize"])
+def test_tiny_audio_language_architecture_within_one_percent(model_type):
+    """The coverage sweep's tiny config (tools/coverage.py) of the other families whose processor makes their audio
+    inputs; measured 2026-11-27: glmasr -0.253%, qwen3_asr -0.002%, moss_transcribe_diarize -0.252% (1%: the
+    sweep's tolerance)."""
+    from tools.coverage import architectures, run_one
+
+    (row,) = [run_one(*a) for a in architectures(["audio-text-to-text"], model_type)]
+    assert row.runs_for_real and row.analyzes, row.reason
+    assert abs(row.error_pct) <= 1.0, row
+
+
+def test_glm_asr_tokens_by_hand():
+    from tools.coverage import tiny_config
+
+    clip = audio_clip(tiny_config("glmasr"), 45)
+    # processing_glmasr.py: 45 s in 30 s windows -> two clips, each padded to 3,000 frames, the mask keeping 3,000 and
+    # 1,500; lengths summed per sample, 4,500 -> conv (k3, s1, p1) 4,500 -> conv (k3, s2, p1) (4500 + 2 - 2 - 1) // 2
+    # + 1 = 2,250 -> merge by 4: (2250 - 4) // 4 + 1 = 562 tokens
+    assert clip.features.shape[0] == 2 and clip.mask_name == "input_features_mask"
+    assert clip.mask.sum(-1).tolist() == [3000, 1500]
+    assert clip.tokens == 562
