@@ -13,7 +13,10 @@ result; the shares that matter are over the architectures whose step runs for re
 Skipped with the reason: architectures whose model class is missing from this transformers build, those that
 need an extra package (``requires_backends``) or remote code, and image-text or speech architectures whose config
 no input recipe of memgraph takes (model_spec/multimodal_inputs.py: a fixed-size vision tower with an image token,
-or a Qwen2-VL-style patch grid; model_spec/speech_inputs.py: a speech encoder-decoder with a feature extractor).
+or a Qwen2-VL-style patch grid; model_spec/speech_inputs.py: a speech encoder-decoder with a feature extractor;
+model_spec/audio_text_inputs.py: an audio-language model whose processor makes its audio inputs). Task
+``audio-text-to-text`` is the audio-language classes among the multimodal-LM and seq2seq-LM mappings
+(:data:`TASK_FILTERS`); a speech-seq2seq row of such a class runs that recipe too.
 
 The tiny configs keep the architectures valid where the shrink alone would break them (:func:`_keep_valid`,
 :func:`_shrink_mrope`, :func:`_every_kind`): GroupNorm groups, Swin windows, rotary sections, one layer of each
@@ -583,7 +586,7 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
              f"(hidden {HIDDEN}, {LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, batch {BATCH}, {SEQ_LEN} tokens, "
              f"{IMAGE_SIZE}-px images (batch {IMAGE_BATCH} for image classification; image-text models: {IMAGE_TEXT_SEQ_LEN} "
              f"tokens, one image, 56 px for patch-grid models; speech: 1 s of audio, 30 s for Whisper, 8 target "
-             f"tokens), AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
+             f"tokens; audio-text models: {AUDIO_SECONDS:g} s of audio, its audio tokens and {SEQ_LEN} text tokens), AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
              f"peak) and analysed for the `cpu` target. Within: |error| <= {100 * TOLERANCE:g}% of the real peak. "
              f"Sweep time {seconds / 60:.1f} min.", ""]
     if runs and len(runs) > 1:
