@@ -1368,6 +1368,7 @@ def processor_without_tokenizer(cls, feature_extractor):
     proc = object.__new__(cls)
     proc.feature_extractor = feature_extractor
     proc.audio_token = AUDIO_TOKEN_PLACEHOLDER
+    proc.audio_bos_token = proc.audio_eos_token = AUDIO_TOKEN_PLACEHOLDER  # Qwen2.5-Omni's replace_audio_token
     for name, p in inspect.signature(cls.__init__).parameters.items():
         if p.default is not inspect.Parameter.empty and p.default is not None and not hasattr(proc, name):
             setattr(proc, name, p.default)

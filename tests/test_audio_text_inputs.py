@@ -91,3 +91,38 @@ def test_glm_asr_tokens_by_hand():
     assert clip.features.shape[0] == 2 and clip.mask_name == "input_features_mask"
     assert clip.mask.sum(-1).tolist() == [3000, 1500]
     assert clip.tokens == 562
+
+
+OMNI = str(CONFIGS / "tiny-qwen2.5-omni-thinker.json")  # vision_start_token_id: get_rope_index reads it
+
+
+def test_an_omni_thinker_takes_audio_beside_its_image():
+    spec = resolve(OMNI)
+    assert spec.task == "image-text-to-text"
+    b = {s.name: s for s in spec.batch(TrainingOptions(seq_len=400, image_size=56, audio_seconds=10, target="cpu",
+                                                       batch_size=2), torch.float32).inputs}
+    # Qwen2.5-Omni's processor pads to 30 s (padding="max_length"): 3,000 frames, 1,000 kept for 10 s;
+    # (1000 - 1) // 2 + 1 = 500, (500 - 2) // 2 + 1 = 250 audio tokens between audio_start and audio_end
+    assert b["input_features"].shape == (2, 128, 3000)
+    assert b["feature_attention_mask"].value().sum(-1).tolist() == [1000, 1000]
+    ids = b["input_ids"].value()
+    assert (ids == 990).sum(-1).tolist() == [250, 250]
+    start = int((ids[0] == 993).nonzero()[0])
+    assert ids[0, start + 251] == 994 and (b["labels"].value()[0, start:start + 252] == IGNORE_INDEX).all()
+    # 56 px: a 4x4 patch grid merged 2x2, 4 image tokens
+    assert (ids == 991).sum(-1).tolist() == [4, 4]
+
+
+def test_audio_seconds_on_a_model_without_audio_is_refused():
+    with pytest.raises(MemgraphError, match="takes no audio input: drop --audio-seconds"):
+        resolve(str(CONFIGS / "tiny-qwen2-vl.json")).batch(
+            TrainingOptions(seq_len=400, image_size=56, audio_seconds=10, target="cpu"), torch.float32)
+
+
+@pytest.mark.slow
+def test_an_omni_thinker_step_matches_the_real_cpu_step():
+    # measured 2026-11-27 (torch 2.13.0 CPU): predicted 17,042,004 B, real 17,078,836 B (-0.22%); 1% band
+    opts = TrainingOptions(seq_len=400, image_size=56, audio_seconds=10, batch_size=1, target="cpu")
+    real = max(it["peak_allocated"] for it in measure(OMNI, "cpu", opts)["iterations"][1:])
+    predicted = analyze(OMNI, opts).steady_state_peak.bytes
+    assert abs(predicted - real) <= 0.01 * real

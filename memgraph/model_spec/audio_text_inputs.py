@@ -111,16 +111,44 @@ def processor_class(cfg):
 
 def audio_clip(cfg, seconds: float) -> AudioClip:
     """The features and audio-token count of one ``seconds`` clip for ``cfg``'s model (see the module docstring)."""
-    cls, proc_cls = audio_text_class(cfg), processor_class(cfg)
-    how = ("chunks" if hasattr(proc_cls, "_retrieve_input_features") else
+    cls = audio_text_class(cfg)
+    if not is_audio_text_class(cls):
+        raise NoAudioTextLayout(f"{getattr(cfg, 'model_type', '?')} is not an audio-language model taking input_ids, "
+                                "input_features and labels; describe the inputs with --input")
+    return _clip(cfg, seconds, cfg, cls)
+
+
+def thinker_audio_clip(cfg, seconds: float) -> AudioClip:
+    """:func:`audio_clip` for an omni model's thinker (``qwen2_5_omni_thinker``, ``qwen3_omni_moe_thinker``):
+    transformers names the processor and feature extractor for the whole model's type (``qwen2_5_omni``), whose
+    text-generating part the thinker is."""
+    parent = _ParentType(cfg, str(cfg.model_type).removesuffix("_thinker"))
+    return _clip(parent, seconds, cfg, None)
+
+
+class _ParentType:
+    """A config seen under another model type (its processor's mapping key); every other attribute is the config's."""
+
+    def __init__(self, cfg, model_type: str):
+        self.config, self.model_type = cfg, model_type
+
+    def __getattr__(self, name):
+        return getattr(self.config, name)
+
+
+def _clip(lookup, seconds: float, cfg, cls) -> AudioClip:
+    """The clip as the processor transformers names for ``lookup.model_type`` makes it; tokens by probing ``cls``
+    where the processor does not count them (Voxtral)."""
+    proc_cls = processor_class(lookup)
+    how = ("chunks" if hasattr(proc_cls, "_retrieve_input_features") and cls is not None else
            "process" if _own(proc_cls, "_process_audio") else None)
-    if not is_audio_text_class(cls) or how is None:
+    if how is None:
         raise NoAudioTextLayout(f"no audio-text input recipe for model_type {getattr(cfg, 'model_type', '?')!r}: "
                                 "memgraph makes audio inputs with the processor's _process_audio (Qwen2-Audio, "
-                                "GLM-ASR, Audio Flamingo 3, Qwen3-ASR) or _retrieve_input_features (Voxtral); "
-                                "describe the inputs with --input")
+                                "GLM-ASR, Audio Flamingo 3, Qwen3-ASR, Qwen2.5-Omni) or _retrieve_input_features "
+                                "(Voxtral); describe the inputs with --input")
     try:
-        extractor = feature_extractor_for(cfg)
+        extractor = feature_extractor_for(lookup)
     except NoSpeechLayout as e:
         raise NoAudioTextLayout(str(e)) from None
     if extractor is None:
@@ -209,4 +237,4 @@ def _audio_token(cfg) -> int:
     raise NoAudioTextLayout(f"{cfg.model_type}'s config has no audio_token_id; describe the inputs with --input")
 
 
-__all__ = ["NoAudioTextLayout", "audio_text_to_text", "audio_clip", "is_audio_text_class_name"]
+__all__ = ["NoAudioTextLayout", "thinker_audio_clip", "audio_text_to_text", "audio_clip", "is_audio_text_class_name"]

@@ -33,7 +33,10 @@ text. Tokens per sample::
     [text] ([vision_start] [image_pad] * T [vision_end]) * N  [text ...]
 
 ``mm_token_type_ids`` marks the ``image_pad`` positions with 1 (as the processor does),
-``attention_mask`` is all ones, ``labels`` ignore the vision tokens.
+``attention_mask`` is all ones, ``labels`` ignore the vision tokens. An omni thinker (Qwen2.5-Omni: a grid model
+whose forward takes ``input_features``) with ``--audio-seconds`` also gets ``[audio_start] [audio] * A
+[audio_end]`` after the vision tokens and the ``input_features`` / ``feature_attention_mask`` its processor makes
+(audio_text_inputs.py ``thinker_audio_clip``).
 
 Every integer input here is a :class:`KnownInput`: its values are fixed by the layout, the
 same on every device. On ``meta`` it is made empty and the tracer attaches the values as a
@@ -433,9 +436,12 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
     n = opts.images if opts.images else (0 if frames else _images(opts, defaults))
     video = qwen2_vl_video_grid(cfg, size, frames) if frames else None
     per_video = video[3] if video else 0
-    need = 1 + n * (per_image + 2) + (per_video + 2 if video else 0)
+    audio = _thinker_audio(cfg, opts)  # an omni thinker's clip (--audio-seconds), else None
+    per_audio = audio.tokens if audio else 0
+    need = 1 + n * (per_image + 2) + (per_video + 2 if video else 0) + (per_audio + 2 if audio else 0)
     if seq < need:
-        what = f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
+        what = (f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
+                + (f" and {per_audio} audio tokens" if audio else ""))
         raise _too_short(seq, need, what)
     gen = torch.Generator().manual_seed(TEXT_SEED)
     text = cfg.get_text_config()
@@ -454,6 +460,11 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
         ids[kind == 1] = _token(cfg, "image_token_id", "image_token_index")
     if video:
         ids[kind == 2] = _token(cfg, "video_token_id")
+    if audio:  # [audio_start] [audio] * A [audio_end] after the vision inputs (processing_qwen2_5_omni.py)
+        ids[:, pos] = _token(cfg, "audio_start_token_id")
+        ids[:, pos + 1:pos + 1 + per_audio] = _token(cfg, "audio_token_id", "audio_token_index")
+        ids[:, pos + 1 + per_audio] = _token(cfg, "audio_end_token_id")
+        vision_tokens[:, pos:pos + per_audio + 2] = True  # no loss on them either
     labels = ids.masked_fill(vision_tokens, IGNORE_INDEX)
     channels = getattr(v, "in_channels", None) or getattr(v, "in_chans", 3)
     patch, temporal = _one(v.patch_size), _one(v.temporal_patch_size)
@@ -470,7 +481,24 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
         gt, vh, vw, _ = video
         inputs += [InputSpec("pixel_values_videos", (b * gt * vh * vw, row), dtype),
                    _known("video_grid_thw", torch.tensor([[gt, vh, vw]] * b, dtype=LONG))]
+    if audio:
+        feats = audio.features
+        inputs.append(InputSpec("input_features", (b * feats.shape[0], *feats.shape[1:]), dtype))
+        inputs.append(_known(audio.mask_name, audio.mask.to(LONG).repeat(b, 1)))
     return inputs + [_known("labels", labels)]
+
+
+def _thinker_audio(cfg, opts):
+    """``--audio-seconds`` of an omni thinker (a grid model whose forward takes ``input_features``): its processor's
+    clip (audio_text_inputs.py ``thinker_audio_clip``); None without the flag; refused for a model without audio."""
+    seconds = getattr(opts, "audio_seconds", None)
+    if not seconds:
+        return None
+    if not _takes(cfg, "input_features"):
+        raise MemgraphError(f"--audio-seconds: {cfg.model_type} takes no audio input: drop --audio-seconds")
+    from memgraph.model_spec.audio_text_inputs import thinker_audio_clip
+
+    return thinker_audio_clip(cfg, seconds)
 
 
 __all__ = ["KnownInput", "ImageInput", "NO_ZERO", "NoImageTextLayout", "image_text_to_text", "layout_of", "image_hw", "smart_resize", "qwen2_vl_grid", "qwen2_vl_video_grid", "llava_image_tokens"]
