@@ -34,9 +34,9 @@ import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.auto_classes import auto_class
-from memgraph.model_spec.image_tokens import feature_rows
+from memgraph.model_spec.image_tokens import feature_rows, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
-from memgraph.model_spec.multimodal_inputs import KnownInput, _specials, _text_ids
+from memgraph.model_spec.multimodal_inputs import KnownInput, _specials, _text_ids, image_text_to_text
 from memgraph.model_spec.speech_inputs import NoSpeechLayout, feature_extractor_for
 from memgraph.private_api import processor_audio_inputs, processor_without_tokenizer, voxtral_input_features
 
@@ -124,6 +124,19 @@ def thinker_audio_clip(cfg, seconds: float) -> AudioClip:
     text-generating part the thinker is."""
     parent = _ParentType(cfg, str(cfg.model_type).removesuffix("_thinker"))
     return _clip(parent, seconds, cfg, None)
+
+
+def image_text_with_audio(cfg, opts, defaults: dict, dtype: torch.dtype) -> Batch:
+    """Task ``image-text-to-text``: multimodal_inputs.py's layouts, with ``--audio-seconds`` an omni thinker's clip
+    (:func:`thinker_audio_clip`) beside its images; refused for a model whose forward takes no ``input_features``."""
+    seconds = getattr(opts, "audio_seconds", None)
+    if not seconds:
+        return image_text_to_text(cfg, opts, defaults, dtype)
+    cls = model_class_for(cfg)
+    if cls is None or "input_features" not in inspect.signature(cls.forward).parameters:
+        raise MemgraphError(f"--audio-seconds: {getattr(cfg, 'model_type', '?')} takes no audio input: drop "
+                            "--audio-seconds")
+    return image_text_to_text(cfg, opts, defaults, dtype, audio=thinker_audio_clip(cfg, seconds))
 
 
 class _ParentType:
@@ -237,4 +250,4 @@ def _audio_token(cfg) -> int:
     raise NoAudioTextLayout(f"{cfg.model_type}'s config has no audio_token_id; describe the inputs with --input")
 
 
-__all__ = ["NoAudioTextLayout", "thinker_audio_clip", "audio_text_to_text", "audio_clip", "is_audio_text_class_name"]
+__all__ = ["NoAudioTextLayout", "thinker_audio_clip", "image_text_with_audio", "audio_text_to_text", "audio_clip", "is_audio_text_class_name"]

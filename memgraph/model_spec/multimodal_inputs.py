@@ -36,7 +36,7 @@ text. Tokens per sample::
 ``attention_mask`` is all ones, ``labels`` ignore the vision tokens. An omni thinker (Qwen2.5-Omni: a grid model
 whose forward takes ``input_features``) with ``--audio-seconds`` also gets ``[audio_start] [audio] * A
 [audio_end]`` after the vision tokens and the ``input_features`` / ``feature_attention_mask`` its processor makes
-(audio_text_inputs.py ``thinker_audio_clip``).
+(audio_text_inputs.py ``image_text_with_audio``).
 
 Every integer input here is a :class:`KnownInput`: its values are fixed by the layout, the
 same on every device. On ``meta`` it is made empty and the tracer attaches the values as a
@@ -130,9 +130,13 @@ class NoImageTextLayout(MemgraphError):
     """The config matches none of the layouts below: memgraph has no input recipe for this model."""
 
 
-def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.dtype):
-    """Batch for an image-text model: the grid (Qwen2-VL) or fixed-size (LLaVA) layout, picked from the config."""
+def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.dtype, audio=None):
+    """Batch for an image-text model: the grid (Qwen2-VL) or fixed-size (LLaVA) layout, picked from the config;
+    ``audio``: an omni thinker's clip (audio_text_inputs.py ``image_text_with_audio``), grid layout only."""
     layout = layout_of(cfg)
+    if audio is not None and layout != "grid":
+        raise MemgraphError(f"--audio-seconds: memgraph lays out audio beside images for Qwen2-VL-style (grid) omni "
+                            f"thinkers only, not {getattr(cfg, 'model_type', '?')}: drop --audio-seconds")
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
@@ -142,7 +146,7 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs, note = _cross_attention(cfg, opts, defaults, dtype)
         notes = (note,)
     elif layout == "grid":
-        inputs = _qwen2_vl(cfg, opts, defaults, dtype)
+        inputs = _qwen2_vl(cfg, opts, defaults, dtype, audio)
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
         if is_anyres(cfg):
@@ -424,7 +428,7 @@ def qwen2_vl_video_grid(cfg, size, frames: int) -> tuple[int, int, int, int]:
     return gt, gh, gw, gt * gh * gw // (merge * merge)
 
 
-def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
+def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     v = cfg.vision_config
     size = opts.image_size or defaults.get("image_size")
     if size is None:
@@ -436,7 +440,6 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
     n = opts.images if opts.images else (0 if frames else _images(opts, defaults))
     video = qwen2_vl_video_grid(cfg, size, frames) if frames else None
     per_video = video[3] if video else 0
-    audio = _thinker_audio(cfg, opts)  # an omni thinker's clip (--audio-seconds), else None
     per_audio = audio.tokens if audio else 0
     need = 1 + n * (per_image + 2) + (per_video + 2 if video else 0) + (per_audio + 2 if audio else 0)
     if seq < need:
@@ -463,7 +466,8 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
     if audio:  # [audio_start] [audio] * A [audio_end] after the vision inputs (processing_qwen2_5_omni.py)
         ids[:, pos] = _token(cfg, "audio_start_token_id")
         ids[:, pos + 1:pos + 1 + per_audio] = _token(cfg, "audio_token_id", "audio_token_index")
-        ids[:, pos + 1 + per_audio] = _token(cfg, "audio_end_token_id")
+        end = _token(cfg, "audio_end_token_id")  # Qwen3-Omni's config names none (the tokenizer's <|audio_end|>)
+        ids[:, pos + 1 + per_audio] = end if end is not None else ids[:, pos + 1 + per_audio]
         vision_tokens[:, pos:pos + per_audio + 2] = True  # no loss on them either
     labels = ids.masked_fill(vision_tokens, IGNORE_INDEX)
     channels = getattr(v, "in_channels", None) or getattr(v, "in_chans", 3)
@@ -486,19 +490,6 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
         inputs.append(InputSpec("input_features", (b * feats.shape[0], *feats.shape[1:]), dtype))
         inputs.append(_known(audio.mask_name, audio.mask.to(LONG).repeat(b, 1)))
     return inputs + [_known("labels", labels)]
-
-
-def _thinker_audio(cfg, opts):
-    """``--audio-seconds`` of an omni thinker (a grid model whose forward takes ``input_features``): its processor's
-    clip (audio_text_inputs.py ``thinker_audio_clip``); None without the flag; refused for a model without audio."""
-    seconds = getattr(opts, "audio_seconds", None)
-    if not seconds:
-        return None
-    if not _takes(cfg, "input_features"):
-        raise MemgraphError(f"--audio-seconds: {cfg.model_type} takes no audio input: drop --audio-seconds")
-    from memgraph.model_spec.audio_text_inputs import thinker_audio_clip
-
-    return thinker_audio_clip(cfg, seconds)
 
 
 __all__ = ["KnownInput", "ImageInput", "NO_ZERO", "NoImageTextLayout", "image_text_to_text", "layout_of", "image_hw", "smart_resize", "qwen2_vl_grid", "qwen2_vl_video_grid", "llava_image_tokens"]
