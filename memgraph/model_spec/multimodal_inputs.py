@@ -216,7 +216,8 @@ def _seq(opts: TrainingOptions, defaults: dict) -> int:
 
 def _specials(cfg) -> set[int]:
     names = ("image_token_id", "image_token_index", "video_token_id", "video_token_index", "vision_start_token_id",
-             "vision_end_token_id", "vision_token_id", "pad_token_id", "bos_token_id", "eos_token_id")
+             "vision_end_token_id", "vision_token_id", "pad_token_id", "bos_token_id", "eos_token_id",
+             "audio_token_id", "audio_token_index", "audio_start_token_id", "audio_end_token_id")  # omni thinkers
     out = set()
     for c in (cfg, cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg):
         for n in names:
