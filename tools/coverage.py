@@ -338,6 +338,7 @@ def tiny_config(model_type: str):
     cfg = AutoConfig.for_model(model_type)
     _query_image_token(cfg)
     _voxtral_audio_token(cfg)
+    _omni_vision_tokens(cfg)
     _shrink(cfg)
     _audio_output_width(cfg)
     return cfg
@@ -351,6 +352,18 @@ VOXTRAL_AUDIO_TOKEN = 24
 def _voxtral_audio_token(cfg) -> None:
     if cfg.model_type == "voxtral" and getattr(cfg, "audio_token_id", None) is None:
         cfg.audio_token_id = VOXTRAL_AUDIO_TOKEN
+
+
+# Qwen tokenizer ids of <|vision_start|> / <|vision_end|>, as the released Qwen2.5-Omni thinker_config carries them;
+# the omni thinkers' get_rope_index reads config.vision_start_token_id, which their config classes do not define
+OMNI_VISION_START, OMNI_VISION_END = 151652, 151653
+
+
+def _omni_vision_tokens(cfg) -> None:
+    if str(cfg.model_type).endswith("_omni_thinker") or cfg.model_type == "qwen3_omni_moe_thinker":
+        for key, value in (("vision_start_token_id", OMNI_VISION_START), ("vision_end_token_id", OMNI_VISION_END)):
+            if getattr(cfg, key, None) is None:
+                setattr(cfg, key, value)  # mapped into the tiny vocabulary by _remap_tokens
 
 
 def _audio_output_width(cfg) -> None:
