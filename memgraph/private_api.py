@@ -1250,7 +1250,7 @@ __all__ = [
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",
     "storage_key", "suggest_memory_format", "tree_flatten", "tree_map", "use_counts",
-    "wrap_checkpoint_functions",
+    "wrap_checkpoint_functions", "processor_without_tokenizer", "processor_audio_inputs", "voxtral_input_features",
 ]
 
 
@@ -1335,3 +1335,51 @@ def torch_function_modes_popped():
     finally:
         for mode in reversed(popped):
             torch._C._push_on_torch_function_stack(mode)
+
+
+# --------------------------------------------------------------------------------------------
+# transformers audio processors: _process_audio and _retrieve_input_features without a tokenizer
+#   for: the audio inputs and audio-token counts of audio-language models, made by the processor's own code
+#   (model_spec/audio_text_inputs.py). ``<Processor>._process_audio(self, audio, **audio_kwargs)`` (Qwen2-Audio,
+#   GLM-ASR, Audio Flamingo 3, Qwen3-ASR) returns (audio_inputs with ``num_audio_tokens``, replacement texts) and
+#   reads only ``self.feature_extractor``, ``self.audio_token`` and its __init__ options (``max_audio_len``);
+#   ``VoxtralProcessor._retrieve_input_features(self, audio, max_source_positions, **kwargs)`` reads only
+#   ``self.feature_extractor``. The tokenizer, which needs a hub download, is never touched, so the processor is
+#   made without its __init__. Read from transformers 5.23.0, models/*/processing_*.py.
+# --------------------------------------------------------------------------------------------
+@_guard("transformers_audio_processors", "transformers", "transformers 5.23.0, models/*/processing_*.py")
+def _check_transformers_audio_processors():
+    from transformers import Qwen2AudioProcessor, VoxtralProcessor
+
+    if _parameters(Qwen2AudioProcessor._process_audio)[:2] != ["self", "audio"]:
+        return "Qwen2AudioProcessor._process_audio no longer takes (self, audio, **kwargs)"
+    if _parameters(VoxtralProcessor._retrieve_input_features)[:3] != ["self", "audio", "max_source_positions"]:
+        return "VoxtralProcessor._retrieve_input_features no longer takes (self, audio, max_source_positions)"
+    return None
+
+
+AUDIO_TOKEN_PLACEHOLDER = "<audio>"  # the text a processor repeats per audio token; memgraph reads only the count
+
+
+def processor_without_tokenizer(cls, feature_extractor):
+    """An instance of processor class ``cls`` holding ``feature_extractor`` and its __init__'s defaults (no
+    tokenizer): enough for its audio methods below."""
+    require("transformers_audio_processors")
+    proc = object.__new__(cls)
+    proc.feature_extractor = feature_extractor
+    proc.audio_token = AUDIO_TOKEN_PLACEHOLDER
+    proc.audio_bos_token = proc.audio_eos_token = AUDIO_TOKEN_PLACEHOLDER  # Qwen2.5-Omni's replace_audio_token
+    for name, p in inspect.signature(cls.__init__).parameters.items():
+        if p.default is not inspect.Parameter.empty and p.default is not None and not hasattr(proc, name):
+            setattr(proc, name, p.default)
+    return proc
+
+
+def processor_audio_inputs(proc, waves: list, audio_kwargs: dict) -> dict:
+    """``proc._process_audio(waves, **audio_kwargs)``'s audio inputs (with ``num_audio_tokens``)."""
+    return dict(proc._process_audio(waves, **audio_kwargs)[0])
+
+
+def voxtral_input_features(proc, waves: list, max_source_positions: int, audio_kwargs: dict):
+    """``VoxtralProcessor._retrieve_input_features``: the clips' frames in chunks of ``max_source_positions``."""
+    return proc._retrieve_input_features(waves, max_source_positions, **audio_kwargs)

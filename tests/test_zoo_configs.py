@@ -32,11 +32,11 @@ SCHEMA_KEYS = {
 
 FAMILIES = {
     "decoder-lm", "encoder", "encoder-decoder", "vision", "cnn", "clip", "speech",
-    "vision-language",
+    "vision-language", "audio-language",
 }
 TASKS = {
     "causal-lm", "masked-lm", "seq2seq-lm", "image-classification", "contrastive",
-    "speech-seq2seq", "image-text-to-text",
+    "speech-seq2seq", "image-text-to-text", "audio-text-to-text",
 }
 # Which task each family may declare.
 FAMILY_TASKS = {
@@ -48,6 +48,7 @@ FAMILY_TASKS = {
     "clip": {"contrastive"},
     "speech": {"speech-seq2seq"},
     "vision-language": {"image-text-to-text"},
+    "audio-language": {"audio-text-to-text"},
 }
 # min_pixels / max_pixels: a pixel-budget processor's figures from the checkpoint's preprocessor_config.json
 DEFAULT_KEYS = {"seq_len", "image_size", "target_len", "audio_seconds", "images", "min_pixels", "max_pixels"}
@@ -61,6 +62,7 @@ FAMILY_DEFAULTS = {
     "clip": {"seq_len", "image_size"},
     "speech": {"audio_seconds", "target_len"},
     "vision-language": {"seq_len", "image_size", "images"},
+    "audio-language": {"seq_len", "audio_seconds"},
 }
 
 # Exact sum(p.numel() for p in model.parameters()) measured on meta with
@@ -78,6 +80,7 @@ EXPECTED_PARAMS = {
     "llava-1.5-13b": 13_351_494_656,
     "llava-1.5-7b": 7_063_427_072,
     "mistral-7b": 7_241_732_096,
+    "qwen2-audio-7b": 8_397_094_912,
     "qwen2-vl-2b": 2_208_985_600,
     "qwen2-vl-7b": 8_291_375_616,
     "qwen2.5-0.5b": 494_032_768,
@@ -107,6 +110,7 @@ CARD_FIGURES = {
     "llava-1.5-13b": 13.4e9,
     "llava-1.5-7b": 7.06e9,
     "mistral-7b": 7.24e9,
+    "qwen2-audio-7b": 8.4e9,  # hub badge of Qwen/Qwen2-Audio-7B-Instruct
     "qwen2-vl-2b": 2.21e9,
     "qwen2-vl-7b": 8.29e9,
     "qwen2.5-0.5b": 0.49e9,

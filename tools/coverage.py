@@ -13,7 +13,10 @@ result; the shares that matter are over the architectures whose step runs for re
 Skipped with the reason: architectures whose model class is missing from this transformers build, those that
 need an extra package (``requires_backends``) or remote code, and image-text or speech architectures whose config
 no input recipe of memgraph takes (model_spec/multimodal_inputs.py: a fixed-size vision tower with an image token,
-or a Qwen2-VL-style patch grid; model_spec/speech_inputs.py: a speech encoder-decoder with a feature extractor).
+or a Qwen2-VL-style patch grid; model_spec/speech_inputs.py: a speech encoder-decoder with a feature extractor;
+model_spec/audio_text_inputs.py: an audio-language model whose processor makes its audio inputs). Task
+``audio-text-to-text`` is the audio-language classes among the multimodal-LM and seq2seq-LM mappings
+(:data:`TASK_FILTERS`); a speech-seq2seq row of such a class runs that recipe too.
 
 The tiny configs keep the architectures valid where the shrink alone would break them (:func:`_keep_valid`,
 :func:`_shrink_mrope`, :func:`_every_kind`): GroupNorm groups, Swin windows, rotary sections, one layer of each
@@ -47,14 +50,20 @@ TASK_MAPPINGS = {  # task family -> transformers.models.auto.modeling_auto mappi
     "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
     "speech-seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
     "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+    # the audio-language classes among the multimodal LMs (model_spec/audio_text_inputs.py is_audio_text_class_name)
+    "audio-text-to-text": "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
 }
+TASK_FILTERS = {"audio-text-to-text": "is_audio_text_class_name"}  # task -> audio_text_inputs.py predicate
+# Audio Flamingo 3 and Music Flamingo are named only in the seq2seq-LM mapping
+EXTRA_MAPPINGS = {"audio-text-to-text": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",)}
 # Task families whose inputs memgraph derives from the config only for some architectures: a row whose recipe
 # refuses the config (model_spec/multimodal_inputs.py NoImageTextLayout, model_spec/speech_inputs.py
 # NoSpeechLayout) is skipped with the recipe's reason.
-RECIPE_TASKS = ("speech-seq2seq", "image-text-to-text")
+RECIPE_TASKS = ("speech-seq2seq", "image-text-to-text", "audio-text-to-text")
 # A sample for the test suite: one architecture per family, one of them a mixture of experts.
 SAMPLE = {"causal-lm": ["mixtral"], "masked-lm": ["bert"], "seq2seq-lm": ["t5"],
-          "sequence-classification": ["gpt2"], "image-classification": ["convnext"], "speech-seq2seq": ["whisper"]}
+          "sequence-classification": ["gpt2"], "image-classification": ["convnext"], "speech-seq2seq": ["whisper"],
+          "audio-text-to-text": ["qwen2_audio"]}
 
 TOLERANCE = 0.01  # 1% of the real CPU peak: the cpu target is exact on dense models, the rest is allocator rounding
 SEQ_LEN, IMAGE_SIZE, BATCH = 16, 32, 1
@@ -64,6 +73,7 @@ SEQ_LEN, IMAGE_SIZE, BATCH = 16, 32, 1
 IMAGE_BATCH = 2
 IMAGE_TEXT_SEQ_LEN = 64  # room for one image's tokens (16 for 32-px images of 8-px patches) and the text around
 PER_MODEL_SECONDS = 90
+AUDIO_SECONDS = 1.0
 
 # -- tiny configs -------------------------------------------------------------------------------------
 HIDDEN, HEADS, KV_HEADS, FFN, VOCAB, LAYERS = 32, 2, 1, 64, 256, 2
@@ -327,8 +337,42 @@ def tiny_config(model_type: str):
 
     cfg = AutoConfig.for_model(model_type)
     _query_image_token(cfg)
+    _voxtral_audio_token(cfg)
+    _omni_vision_tokens(cfg)
     _shrink(cfg)
+    _audio_output_width(cfg)
     return cfg
+
+
+# VoxtralProcessor.__init__ (processing_voxtral.py, transformers 5.23) sets ``audio_token_id = 24``, the id the
+# released Voxtral configs carry; the config class defaults it to None
+VOXTRAL_AUDIO_TOKEN = 24
+
+
+def _voxtral_audio_token(cfg) -> None:
+    if cfg.model_type == "voxtral" and getattr(cfg, "audio_token_id", None) is None:
+        cfg.audio_token_id = VOXTRAL_AUDIO_TOKEN
+
+
+# Qwen tokenizer ids of <|vision_start|> / <|vision_end|>, as the released Qwen2.5-Omni thinker_config carries them;
+# the omni thinkers' get_rope_index reads config.vision_start_token_id, which their config classes do not define
+OMNI_VISION_START, OMNI_VISION_END = 151652, 151653
+
+
+def _omni_vision_tokens(cfg) -> None:
+    if str(cfg.model_type).endswith("_omni_thinker") or cfg.model_type == "qwen3_omni_moe_thinker":
+        for key, value in (("vision_start_token_id", OMNI_VISION_START), ("vision_end_token_id", OMNI_VISION_END)):
+            if getattr(cfg, key, None) is None:
+                setattr(cfg, key, value)  # mapped into the tiny vocabulary by _remap_tokens
+
+
+def _audio_output_width(cfg) -> None:
+    """An audio encoder whose ``output_dim``-wide features are scattered into the text embeddings (Qwen3-ASR's
+    ``proj2``, modeling_qwen3_asr.py ``get_placeholder_mask`` checks the sizes) must give the text hidden size; the
+    class defaults (3584 and 2048) do not, so the tiny config sets it to the tiny text width."""
+    audio, text = getattr(cfg, "audio_config", None), getattr(cfg, "text_config", None)
+    if audio is not None and text is not None and isinstance(getattr(audio, "output_dim", None), int):
+        audio.output_dim = text.hidden_size
 
 
 def _query_image_token(cfg) -> None:
@@ -377,6 +421,11 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
     cfg = tiny_config(model_type)
     kw = dict(batch_size=BATCH, seq_len=SEQ_LEN, target="cpu", optimizer="adamw")
     mtask = {"sequence-classification": "custom-named"}.get(task, task)
+    if task == "speech-seq2seq":  # audio-language models among the speech classes: their own recipe
+        from memgraph.model_spec.audio_text_inputs import is_audio_text_class_name
+
+        if is_audio_text_class_name(class_name):
+            task = mtask = "audio-text-to-text"
     if task == "image-classification":
         kw.update(image_size=getattr(cfg, "image_size", IMAGE_SIZE) or IMAGE_SIZE, seq_len=None, batch_size=IMAGE_BATCH)
     elif task == "sequence-classification":
@@ -399,6 +448,14 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
             from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES
 
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + QUERY_VIDEO_FRAMES * cfg.num_query_tokens
+    elif task == "audio-text-to-text":  # 1 s of audio: its audio tokens (the processor's count) and the text
+        from memgraph.model_spec.audio_text_inputs import NoAudioTextLayout, audio_clip
+
+        try:
+            tokens = audio_clip(cfg, AUDIO_SECONDS).tokens
+        except NoAudioTextLayout:  # the row's reason comes from _no_recipe
+            tokens = 0
+        kw.update(audio_seconds=AUDIO_SECONDS, seq_len=tokens + SEQ_LEN)
     spec = ModelSpec(name=f"{model_type} ({class_name})", source="config", task=mtask, config=cfg,
                      model_class=class_name)
     return spec, TrainingOptions(**kw)
@@ -408,12 +465,13 @@ def _no_recipe(spec, opts) -> str:
     """The recipe's reason when memgraph has no input layout for this config, else ''."""
     import torch
 
+    from memgraph.model_spec.audio_text_inputs import NoAudioTextLayout
     from memgraph.model_spec.multimodal_inputs import NoImageTextLayout
     from memgraph.model_spec.speech_inputs import NoSpeechLayout
 
     try:
         spec.batch(opts, torch.float32)
-    except (NoImageTextLayout, NoSpeechLayout) as e:
+    except (NoImageTextLayout, NoSpeechLayout, NoAudioTextLayout) as e:
         return "no input recipe: " + _one_line(e).split(": ", 1)[1]
     except Exception:
         return ""  # another refusal: the real run reports it
@@ -477,13 +535,20 @@ def architectures(tasks: list[str], only: str | None) -> list[tuple[str, str, st
 
     per_task = []
     for task in tasks:
-        mapping = getattr(modeling_auto, TASK_MAPPINGS[task])
+        mapping = dict(getattr(modeling_auto, TASK_MAPPINGS[task]))
+        for extra in EXTRA_MAPPINGS.get(task, ()):
+            mapping = {**getattr(modeling_auto, extra), **mapping}
         rows = []
-        for model_type, class_name in mapping.items():
+        for model_type, class_name in sorted(mapping.items()) if task in EXTRA_MAPPINGS else mapping.items():
             if isinstance(class_name, (list, tuple)):
                 class_name = class_name[0]
             if only and not any(fnmatch.fnmatch(model_type, p.strip()) for p in only.split(",")):
                 continue
+            if task in TASK_FILTERS:
+                from memgraph.model_spec import audio_text_inputs
+
+                if not getattr(audio_text_inputs, TASK_FILTERS[task])(class_name):
+                    continue
             rows.append((task, model_type, class_name))
         per_task.append(rows)
     out = []
@@ -534,7 +599,7 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
              f"(hidden {HIDDEN}, {LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, batch {BATCH}, {SEQ_LEN} tokens, "
              f"{IMAGE_SIZE}-px images (batch {IMAGE_BATCH} for image classification; image-text models: {IMAGE_TEXT_SEQ_LEN} "
              f"tokens, one image, 56 px for patch-grid models; speech: 1 s of audio, 30 s for Whisper, 8 target "
-             f"tokens), AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
+             f"tokens; audio-text models: {AUDIO_SECONDS:g} s of audio, its audio tokens and {SEQ_LEN} text tokens), AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
              f"peak) and analysed for the `cpu` target. Within: |error| <= {100 * TOLERANCE:g}% of the real peak. "
              f"Sweep time {seconds / 60:.1f} min.", ""]
     if runs and len(runs) > 1:

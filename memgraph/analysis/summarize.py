@@ -22,7 +22,7 @@ from memgraph.analysis.result import SCHEMA_VERSION, ModalityRow, Result
 from memgraph.analysis.timeline import timeline
 from memgraph.facts.cuda_allocator import ALLOCATED_SIZE
 from memgraph.facts.ops.registry import unknown_ops
-from memgraph.model_spec.modality import SHARED
+from memgraph.model_spec.modality import SHARED, with_video
 from memgraph.model_spec.options import AUTOCAST_DTYPE_NAME
 from memgraph.trace.tracer import Trace
 from memgraph.units import human_bytes
@@ -49,7 +49,8 @@ def summarize(trace: Trace, model_name: str, options: dict, target: str) -> Resu
         return group_by(log, sizes, key, alive, trace.trainable_sids, last)
 
     total = totals_by(lambda module: "")[""]
-    modalities = totals_by(lambda module: trace.modalities.get(module, SHARED))
+    groups = with_video(trace.modalities, options)  # --video-frames: the vision tower is the video's encoder
+    modalities = totals_by(lambda module: groups.get(module, SHARED))
     return Result(
         schema_version=SCHEMA_VERSION, model=model_name, target=target, metric=METRIC[target],
         options=options, batch=trace.batch, optimizer_impl=trace.optimizer_impl,
@@ -65,7 +66,7 @@ def summarize(trace: Trace, model_name: str, options: dict, target: str) -> Resu
         versions=_versions(), notes=list(trace.notes) + mixed_precision_note(options.get("precision"), steady),
         modalities=[ModalityRow(modality=m, **vars_of(t)) for m, t in
                     sorted(modalities.items(), key=lambda kv: (kv[0] == SHARED, kv[0]))],
-        peak_modality=trace.modalities.get(steady.module, SHARED),
+        peak_modality=groups.get(steady.module, SHARED),
         phase_peaks=phase_peaks(log, live, sizes, where, bounds[-1]),
         assumptions=list(trace.assumptions),
     )

@@ -92,7 +92,7 @@ def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
         except Exception as e:
             errors.append(f"{type(e).__name__}: {str(e)[:120]}")
             continue
-        return ImageProbe(_rows(out, hidden, what), rank, sizes)
+        return ImageProbe(feature_rows(out, hidden, what), rank, sizes)
     raise MemgraphError(f"cannot count {what}: get_image_features on one meta image failed ({' / '.join(errors)}); "
                         "describe the inputs with --input")
 
@@ -110,7 +110,7 @@ def _probe_tiles(cfg, cls, model, channels, height, width, hidden, what) -> Imag
     except Exception as e:
         raise MemgraphError(f"cannot count {what}: get_image_features on {tiles} meta tiles failed "
                             f"({type(e).__name__}: {str(e)[:160]}); describe the inputs with --input") from e
-    return ImageProbe(_rows(out, hidden, what), rank=5, image_sizes=True, tiles=tiles)
+    return ImageProbe(feature_rows(out, hidden, what), rank=5, image_sizes=True, tiles=tiles)
 
 
 def _query_tokens(cfg) -> ImageProbe:
@@ -142,7 +142,7 @@ def _idefics2(cfg) -> ImageProbe:
 FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2}
 
 
-def _rows(out, hidden: int, what: str) -> int:
+def feature_rows(out, hidden: int, what: str) -> int:
     features = getattr(out, "pooler_output", None)
     if features is None:
         features = out if isinstance(out, (torch.Tensor, list, tuple)) else getattr(out, "last_hidden_state", None)
@@ -154,4 +154,4 @@ def _rows(out, hidden: int, what: str) -> int:
     return numel // hidden
 
 
-__all__ = ["ImageProbe", "image_tokens_per_image", "model_class_for"]
+__all__ = ["ImageProbe", "feature_rows", "image_tokens_per_image", "model_class_for"]

@@ -60,6 +60,7 @@ import re
 import torch
 
 VISION, AUDIO, TEXT_ENCODER = "vision encoder", "audio encoder", "text encoder"
+VIDEO, VISION_AND_VIDEO = "video encoder", "vision encoder (images + video)"
 LANGUAGE_MODEL, TEXT_DECODER, PROJECTOR, SHARED, MODEL = (
     "language model", "text decoder", "projector", "shared", "model")
 
@@ -258,5 +259,16 @@ def _label_word(label: str) -> str | None:
             TEXT_DECODER: "text"}.get(label)
 
 
-__all__ = ["module_modalities", "modality_of", "VISION", "AUDIO", "TEXT_ENCODER", "LANGUAGE_MODEL",
+__all__ = ["module_modalities", "modality_of", "with_video", "VISION", "VIDEO", "VISION_AND_VIDEO", "AUDIO", "TEXT_ENCODER", "LANGUAGE_MODEL",
            "TEXT_DECODER", "PROJECTOR", "SHARED", "MODEL"]
+
+
+def with_video(modalities: dict[str, str], options: dict) -> dict[str, str]:
+    """The groups of a step with ``--video-frames``: the vision tower encodes the video's frames, so its group is
+    ``"video encoder"`` when the samples hold no image (``--images`` unset or 0) and
+    ``"vision encoder (images + video)"`` when they hold both (one tower encodes both inputs: Qwen2-VL runs it once
+    for the images and once for the video; a row per input would need the two calls told apart)."""
+    if not options.get("video_frames"):
+        return modalities
+    name = VISION_AND_VIDEO if options.get("images") else VIDEO
+    return {module: name if group == VISION else group for module, group in modalities.items()}

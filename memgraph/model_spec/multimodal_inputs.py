@@ -33,7 +33,10 @@ text. Tokens per sample::
     [text] ([vision_start] [image_pad] * T [vision_end]) * N  [text ...]
 
 ``mm_token_type_ids`` marks the ``image_pad`` positions with 1 (as the processor does),
-``attention_mask`` is all ones, ``labels`` ignore the vision tokens.
+``attention_mask`` is all ones, ``labels`` ignore the vision tokens. An omni thinker (Qwen2.5-Omni: a grid model
+whose forward takes ``input_features``) with ``--audio-seconds`` also gets ``[audio_start] [audio] * A
+[audio_end]`` after the vision tokens and the ``input_features`` / ``feature_attention_mask`` its processor makes
+(audio_text_inputs.py ``image_text_with_audio``).
 
 Every integer input here is a :class:`KnownInput`: its values are fixed by the layout, the
 same on every device. On ``meta`` it is made empty and the tracer attaches the values as a
@@ -127,9 +130,13 @@ class NoImageTextLayout(MemgraphError):
     """The config matches none of the layouts below: memgraph has no input recipe for this model."""
 
 
-def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.dtype):
-    """Batch for an image-text model: the grid (Qwen2-VL) or fixed-size (LLaVA) layout, picked from the config."""
+def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.dtype, audio=None):
+    """Batch for an image-text model: the grid (Qwen2-VL) or fixed-size (LLaVA) layout, picked from the config;
+    ``audio``: an omni thinker's clip (audio_text_inputs.py ``image_text_with_audio``), grid layout only."""
     layout = layout_of(cfg)
+    if audio is not None and layout != "grid":
+        raise MemgraphError(f"--audio-seconds: memgraph lays out audio beside images for Qwen2-VL-style (grid) omni "
+                            f"thinkers only, not {getattr(cfg, 'model_type', '?')}: drop --audio-seconds")
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
@@ -139,7 +146,7 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs, note = _cross_attention(cfg, opts, defaults, dtype)
         notes = (note,)
     elif layout == "grid":
-        inputs = _qwen2_vl(cfg, opts, defaults, dtype)
+        inputs = _qwen2_vl(cfg, opts, defaults, dtype, audio)
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
         if is_anyres(cfg):
@@ -209,7 +216,8 @@ def _seq(opts: TrainingOptions, defaults: dict) -> int:
 
 def _specials(cfg) -> set[int]:
     names = ("image_token_id", "image_token_index", "video_token_id", "video_token_index", "vision_start_token_id",
-             "vision_end_token_id", "vision_token_id", "pad_token_id", "bos_token_id", "eos_token_id")
+             "vision_end_token_id", "vision_token_id", "pad_token_id", "bos_token_id", "eos_token_id",
+             "audio_token_id", "audio_token_index", "audio_start_token_id", "audio_end_token_id")  # omni thinkers
     out = set()
     for c in (cfg, cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg):
         for n in names:
@@ -421,7 +429,7 @@ def qwen2_vl_video_grid(cfg, size, frames: int) -> tuple[int, int, int, int]:
     return gt, gh, gw, gt * gh * gw // (merge * merge)
 
 
-def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
+def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     v = cfg.vision_config
     size = opts.image_size or defaults.get("image_size")
     if size is None:
@@ -433,9 +441,11 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
     n = opts.images if opts.images else (0 if frames else _images(opts, defaults))
     video = qwen2_vl_video_grid(cfg, size, frames) if frames else None
     per_video = video[3] if video else 0
-    need = 1 + n * (per_image + 2) + (per_video + 2 if video else 0)
+    per_audio = audio.tokens if audio else 0
+    need = 1 + n * (per_image + 2) + (per_video + 2 if video else 0) + (per_audio + 2 if audio else 0)
     if seq < need:
-        what = f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
+        what = (f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
+                + (f" and {per_audio} audio tokens" if audio else ""))
         raise _too_short(seq, need, what)
     gen = torch.Generator().manual_seed(TEXT_SEED)
     text = cfg.get_text_config()
@@ -454,6 +464,12 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
         ids[kind == 1] = _token(cfg, "image_token_id", "image_token_index")
     if video:
         ids[kind == 2] = _token(cfg, "video_token_id")
+    if audio:  # [audio_start] [audio] * A [audio_end] after the vision inputs (processing_qwen2_5_omni.py)
+        ids[:, pos] = _token(cfg, "audio_start_token_id")
+        ids[:, pos + 1:pos + 1 + per_audio] = _token(cfg, "audio_token_id", "audio_token_index")
+        end = _token(cfg, "audio_end_token_id")  # Qwen3-Omni's config names none (the tokenizer's <|audio_end|>)
+        ids[:, pos + 1 + per_audio] = end if end is not None else ids[:, pos + 1 + per_audio]
+        vision_tokens[:, pos:pos + per_audio + 2] = True  # no loss on them either
     labels = ids.masked_fill(vision_tokens, IGNORE_INDEX)
     channels = getattr(v, "in_channels", None) or getattr(v, "in_chans", 3)
     patch, temporal = _one(v.patch_size), _one(v.temporal_patch_size)
@@ -470,6 +486,10 @@ def _qwen2_vl(cfg, opts, defaults, dtype) -> list[InputSpec]:
         gt, vh, vw, _ = video
         inputs += [InputSpec("pixel_values_videos", (b * gt * vh * vw, row), dtype),
                    _known("video_grid_thw", torch.tensor([[gt, vh, vw]] * b, dtype=LONG))]
+    if audio:
+        feats = audio.features
+        inputs.append(InputSpec("input_features", (b * feats.shape[0], *feats.shape[1:]), dtype))
+        inputs.append(_known(audio.mask_name, audio.mask.to(LONG).repeat(b, 1)))
     return inputs + [_known("labels", labels)]
 
 

@@ -256,7 +256,7 @@ class TrainingOptions:
         "with it, --images defaults to 0", metavar="N", parse=positive_int, default_text="no video",
         noun="video frames")
     audio_seconds: float | None = option(
-        None, "--audio-seconds", "audio length in seconds (Whisper: 30)", metavar="S", parse=positive_seconds,
+        None, "--audio-seconds", "audio length in seconds (Whisper: 30; audio-language models: per sample)", metavar="S", parse=positive_seconds,
         default_text="the model's", noun="audio length")
     target_len: int | None = option(
         None, "--target-len", "decoder tokens for encoder-decoder models", metavar="N", parse=positive_int,

@@ -15,8 +15,8 @@ Cohere ASR) or ``input_values`` (the waveform: SpeechT5, Moonshine), gets:
   behind ``decoder_start_token_id`` into its decoder inputs and takes cross-entropy, as in training.
 
 Whisper keeps its own recipe (tasks.py ``speech_seq2seq``: exactly 30 s, the learned decoder positions).
-Audio language models that put audio tokens into a decoder-only prompt (Voxtral, Granite Speech, Qwen3-ASR) and
-text-to-speech models are not this layout: :class:`NoSpeechLayout`.
+Audio language models that put audio tokens into a decoder-only prompt (Voxtral, Granite Speech, Qwen3-ASR) have
+their own task and recipe (audio_text_inputs.py); text-to-speech models are not this layout: :class:`NoSpeechLayout`.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ import torch
 from memgraph.errors import MemgraphError
 from memgraph.facts.learned_positions import learned_position_limit
 from memgraph.model_spec.inputs import Batch, InputSpec
-from memgraph.model_spec.multimodal_inputs import image_text_to_text
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.speech_inputs import speech_encoder_decoder
+from memgraph.model_spec.audio_text_inputs import audio_text_to_text, image_text_with_audio, is_audio_text_class_name
 
 LONG = torch.int64
 # Whisper's feature extractor: 16 kHz audio, hop length 160 samples -> 100 frames per second.
@@ -147,7 +147,8 @@ TASKS: dict[str, Callable] = {
     "image-classification": image_classification,
     "contrastive": contrastive,
     "speech-seq2seq": speech_seq2seq,
-    "image-text-to-text": image_text_to_text,  # LLaVA, Qwen2-VL (multimodal.py)
+    "image-text-to-text": image_text_with_audio,  # LLaVA, Qwen2-VL (multimodal_inputs.py); omni thinkers' audio
+    "audio-text-to-text": audio_text_to_text,  # Qwen2-Audio, Voxtral (audio_text_inputs.py)
 }
 
 # Transformers class-name endings -> task, for config.json files without a zoo entry.
@@ -178,6 +179,8 @@ def _auto_mapping_task(class_name: str) -> str | None:
     it with the reason: multimodal_inputs.py, speech_inputs.py)."""
     from transformers.models.auto import modeling_auto
 
+    if is_audio_text_class_name(class_name):  # audio tokens in a decoder-only prompt (audio_text_inputs.py)
+        return "audio-text-to-text"
     for mapping, task in (("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "image-text-to-text"),
                           ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "speech-seq2seq")):
         names = getattr(modeling_auto, mapping, {}).values()

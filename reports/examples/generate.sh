@@ -17,6 +17,10 @@ run llava-1.5-7b-stage2-b16-s2048-bf16-mixed-a100 llava-1.5-7b --batch-size 16 -
 run llava-1.5-7b-stage1-b16-s2048-bf16-mixed-sdpa-ckpt-h100 llava-1.5-7b --batch-size 16 --seq-len 2048 --precision bf16-mixed --stage 1 --attn sdpa --gradient-checkpointing --gpu h100-80gb
 # Qwen2-VL: the image size sets the number of visual tokens
 run qwen2-vl-2b-448x672-bf16-mixed-sdpa-h100 qwen2-vl-2b --batch-size 4 --seq-len 2048 --image-size 448x672 --precision bf16-mixed --attn sdpa --gpu h100-80gb
+# Qwen2-VL with a video: 16 frames of 448 px are 8 temporal patches of 32x32, 2,048 video tokens; the video row
+run qwen2-vl-2b-video16-448-b2-s4096-bf16-mixed-h100 qwen2-vl-2b --batch-size 2 --seq-len 4096 --image-size 448 --video-frames 16 --precision bf16-mixed --gpu h100-80gb
+# an audio-language model: 30 s clips are 750 audio tokens each; the audio row
+run qwen2-audio-7b-30s-b2-s1024-bf16-mixed-h100 qwen2-audio-7b --batch-size 2 --seq-len 1024 --audio-seconds 30 --precision bf16-mixed --gpu h100-80gb
 # a 24 GB card: does not fit; the HTML report's screenshot (headless Chromium, 1400 px wide)
 run llama-2-7b-bf16-mixed-b1-s4096-rtx-4090 llama-2-7b --batch-size 1 --seq-len 4096 --precision bf16-mixed --gpu rtx-4090
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,2400 \

@@ -173,6 +173,11 @@ register(
     "pool", "aten.max_pool2d_with_indices", "aten.max_pool2d_with_indices_backward",
     note="pooled output + int64 indices; backward: a gradient of the input's shape",
 )
+register(
+    "pool", "aten.avg_pool2d", "aten.avg_pool2d_backward",
+    note="pooled output; backward: a gradient of the input's shape (nn.AvgPool1d runs as avg_pool2d: the audio "
+         "encoders of Qwen2-Audio and Qwen2.5-Omni pool by 2 over time)",
+)
 
 # -- indexing -------------------------------------------------------------------------------------
 register(
