@@ -170,7 +170,7 @@ SCENARIOS = {
         "search misses nothing: the peak is the loss's backward, three float32 [16384, 151936] logits-sized tensors "
         "(9.27 GiB each) that no candidate removes (chunked CE is for causal LMs only); QLoRA + gradient checkpointing "
         "+ activation offloading analyses at 31.30 GiB device total, up to 41.95 GiB > 39.39 GiB usable. The answer "
-        "here is a smaller batch (fit's largest batch)")))
+        "here is a smaller batch, not a change")))
     if s.startswith("Qwen2-VL") else s for s in SCENARIOS])
 def test_scenario_advice_is_safe_to_paste(scenario):
     from memgraph.api import analyze
