@@ -18,6 +18,7 @@ from memgraph.model_spec.lora import finetuning_notes
 from memgraph.model_spec.modality import module_modalities
 from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE_NAME, TrainingOptions
+from memgraph.model_spec.quantize import parameters_per_element
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import grad_scaler_state
 from memgraph.step.activation_offload import OffloadEmulation
@@ -172,8 +173,6 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
 def _numel(p: torch.nn.Parameter, quantize: str | None = None) -> int:
     """A parameter's count of the model's parameters; DeepSpeed ZeRO-3 leaves an empty tensor and the count in
     ``ds_numel``; a packed 4-bit weight holds two per stored byte (model_spec/quantize.py parameters_per_element)."""
-    from memgraph.model_spec.quantize import parameters_per_element
-
     return getattr(p, "ds_numel", None) or p.numel() * parameters_per_element(quantize, str(p.dtype).removeprefix("torch."))
 
 
