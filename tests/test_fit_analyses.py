@@ -65,3 +65,36 @@ def test_consumers_group_the_layers_attention_probabilities():
     probs = [(what, b) for what, b in rows.items() if what.startswith("the attention probabilities")]
     assert probs == [("the attention probabilities (softmax of the [batch, heads, seq, seq] scores), float32 "
                       "[1x4x32x32] in model.layers.*.self_attn, saved for backward, 2 of them", 2 * 4 * 32 * 32 * 4)]
+
+
+def test_a_setting_reusing_the_notes_trace_equals_analyze(tmp_path, monkeypatch):
+    """fit traces inside ``shared_notes_trace`` (fit/__init__.py): a candidate whose 3- and 4-layer notes equal
+    your settings' reuses their 2-layer notes trace (depth synthesis, 12 layers >= its MIN_DEPTH 10) and its
+    bytes and notes equal a fresh ``analyze`` of the same options, which traces 2, 3 and 4 layers itself."""
+    import json
+
+    import memgraph.trace.tracer as tracer
+    from memgraph.trace.shortcuts.depth_run import shared_notes_trace
+
+    config = json.loads(Path(TINY).read_text())
+    config["num_hidden_layers"] = 12
+    deep = tmp_path / "deep-llama.json"
+    deep.write_text(json.dumps(config))
+    spec = resolve(str(deep))
+    opts = resolve_defaults(spec, TrainingOptions(seq_len=32, gpu="t4", attn_implementation="sdpa")).options
+    depths = []
+    real = tracer._trace_all_layers
+    monkeypatch.setattr(tracer, "_trace_all_layers",
+                        lambda s, o, rank=0: depths.append(s.config.num_hidden_layers) or real(s, o, rank))
+    analyses = Analyses(spec)
+    changed = replace(opts, loss="chunked-ce")  # the same SDPA note at 3 and 4 layers as your settings
+    with shared_notes_trace():
+        analyses.outcome(opts, "yours")
+        o = analyses.outcome(changed, "chunked")
+    assert depths == [3, 4, 2, 3, 4]  # the candidate's 2-layer notes trace: your settings'
+    depths.clear()
+    direct = analyze(str(deep), changed)
+    assert depths == [3, 4, 2]
+    assert (o.device_total, o.device_total_upper) == (direct.required_bytes, direct.required_bytes_upper)
+    assert o.allocated == direct.steady_state_peak.bytes and o.result.notes == direct.notes
+    assert o.result.notes[-1].startswith("depth synthesis: traced 2, 3 and 4 of 12 layers")

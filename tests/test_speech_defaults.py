@@ -1,4 +1,5 @@
-"""Whisper's decoder length comes from its config: the default and the limit are max_target_positions."""
+"""Whisper's decoder length: the limit is the config's max_target_positions, the default 225 tokens or that limit if
+smaller (tests/test_whisper_target_len.py has a 448-position decoder)."""
 
 import pytest
 
@@ -16,7 +17,7 @@ def _labels(**kw):
 
 
 def test_default_target_length_is_the_configs_decoder_positions():
-    # a config file has no zoo defaults: the 64 decoder positions of tiny-whisper, not Whisper's usual 448
+    # a config file has no zoo defaults: min(225, the 64 decoder positions of tiny-whisper)
     assert _labels().shape == (1, 64)
 
 

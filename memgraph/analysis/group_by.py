@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from memgraph.analysis.result import ModuleRow, TensorGroup, TensorRow, Totals
+from memgraph.model_spec.quantize import parameters_per_element
 from memgraph.trace.record.event_log import Category, EventLog
 
 
@@ -23,7 +24,7 @@ def itemsize(dtype: str) -> int:
 
 
 def group_by(log: EventLog, sizes: list[int], key: Callable[[str], str], alive: set[int], trainable: set[int],
-             last_iteration: int) -> dict[str, Totals]:
+             last_iteration: int, quantize: str | None = None) -> dict[str, Totals]:
     """Totals per ``key(module path)``.
 
     gradients: the last iteration's, or alive at the end (kept by --zero-grad zero/none); optimizer state: what is still held at the end; saved
@@ -37,7 +38,8 @@ def group_by(log: EventLog, sizes: list[int], key: Callable[[str], str], alive: 
             row = out[k] = Totals()
         size, cat = sizes[sid], s.category
         if cat == Category.PARAMETER:
-            numel = s.nbytes // max(itemsize(s.dtype), 1)
+            # the model's parameters, not stored elements (--quantize 4bit packs two per byte: quantize.py)
+            numel = s.nbytes // max(itemsize(s.dtype), 1) * parameters_per_element(quantize, s.dtype)
             row.parameters += numel
             row.parameter_bytes += size
             if sid in trainable:

@@ -46,7 +46,7 @@ def summarize(trace: Trace, model_name: str, options: dict, target: str) -> Resu
     last = len(bounds)
 
     def totals_by(key):
-        return group_by(log, sizes, key, alive, trace.trainable_sids, last)
+        return group_by(log, sizes, key, alive, trace.trainable_sids, last, options.get("quantize"))
 
     total = totals_by(lambda module: "")[""]
     groups = with_video(trace.modalities, options)  # --video-frames: the vision tower is the video's encoder

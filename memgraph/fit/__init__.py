@@ -18,7 +18,9 @@ Every number here is a prediction of memgraph's own analysis, never a rule of th
   printed as a command that can be pasted (fit/command.py).
 
 Analyses are memoised by options and a change the trace does not read (the allocator's configuration) is
-only replayed on the trace it shares (fit/analyses.py), so a fit costs a trace per distinct step.
+only replayed on the trace it shares (fit/analyses.py), so a fit costs a trace per distinct step; with depth
+synthesis, the notes-only shallow trace is shared by every setting whose 3- and 4-layer notes are the same
+strings (memgraph/trace/shortcuts/depth_run.py ``shared_notes_trace``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
 from memgraph.collector import paused_gc
 from memgraph.trace.shortcuts.batch import AffineFit
+from memgraph.trace.shortcuts.depth_run import shared_notes_trace
 
 SEQ_STEP = 256  # --solve seq-len answers in multiples of this many tokens (flash/efficient kernels tile by 128)
 
@@ -62,7 +65,10 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: 
     # what your settings really run, and the flags of the best combination are explicit.
     opts = resolve_defaults(spec, opts).options
     analyses = Analyses(spec)
-    with paused_gc():  # memgraph/collector.py says why
+    # paused_gc: memgraph/collector.py says why; shared_notes_trace: depth synthesis' notes-only trace
+    # (BASE_DEPTH - 1 layers) once per pair of 3- and 4-layer notes, shared by every setting with that pair
+    # (memgraph/trace/shortcuts/depth_run.py says why the notes, and so every number, are the same)
+    with paused_gc(), shared_notes_trace():
         progress.stage("your settings")
         yours = analyses.outcome(opts, "your settings")
         progress.done(f"your settings: {summary(yours)}")

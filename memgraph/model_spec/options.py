@@ -259,7 +259,7 @@ class TrainingOptions:
         None, "--audio-seconds", "audio length in seconds (Whisper: 30; audio-language models: per sample)", metavar="S", parse=positive_seconds,
         default_text="the model's", noun="audio length")
     target_len: int | None = option(
-        None, "--target-len", "decoder tokens for encoder-decoder models", metavar="N", parse=positive_int,
+        None, "--target-len", "decoder tokens for encoder-decoder models (Whisper: 225, a typical transcript; 448 is its limit)", metavar="N", parse=positive_int,
         default_text="the model's", noun="target length")
     precision: str = option(
         "fp32", "--precision",

@@ -68,6 +68,17 @@ DYNAMIC_MAP_VALUES = 256  # create_dynamic_map(total_bits=8)
 FOURBIT_TABLE_VALUES = 16  # get_4bit_type("nf4"/"fp4"): 16 values
 CUSTOM_MAX_M = 1536  # backends/cuda/ops.py _gemm_4bit_custom_max_m (CUDA)
 CUSTOM_FLOOR_M = 4  # backends/cuda/ops.py _GEMM_4BIT_CUSTOM_FLOOR_M
+# The model's parameters in one stored element of a packed 4-bit weight (a uint8 ``Params4bit``): two 4-bit codes
+# per byte (bitsandbytes 0.50.1 functional.py ``quantize_4bit``, quant_storage uint8); transformers 5.23
+# modeling_utils.py ``num_parameters`` counts a ``Params4bit`` as ``numel() * 2 * quant_storage itemsize`` likewise
+PACKED_4BIT_VALUES_PER_BYTE = 2
+
+
+def parameters_per_element(quantize: str | None, dtype: str) -> int:
+    """How many of the model's parameters one stored element of a parameter of ``dtype`` (``"uint8"``) holds:
+    2 for the packed weights of ``--quantize 4bit|nf4`` (their only uint8 parameters: :class:`Linear4bitStandIn`),
+    else 1. The ``parameters:`` line and the per-module table count the model's parameters, not stored elements."""
+    return PACKED_4BIT_VALUES_PER_BYTE if quantize in ("4bit", "nf4") and dtype == "uint8" else 1
 
 
 def storage_bytes(numel: int, double_quant: bool = True) -> dict[str, int]:

@@ -113,6 +113,13 @@ def contrastive(cfg, opts, defaults, dtype) -> Batch:
     return Batch((ids, _pixels(cfg, opts, defaults, dtype)), {"return_loss": True})
 
 
+# Whisper's default label length: the longest transcript Hugging Face's Whisper fine-tuning recipes expect of a 30 s
+# segment, their `--generation_max_length 225` (transformers examples/pytorch/speech-recognition/README.md, the
+# Whisper commands; the "Fine-Tune Whisper" blog's Seq2SeqTrainingArguments(generation_max_length=225)); their
+# collator pads labels to the longest in the batch. 448 (max_target_positions) is the decoder's limit, not a transcript.
+WHISPER_TARGET_LEN = 225
+
+
 def speech_seq2seq(cfg, opts, defaults, dtype) -> Batch:
     if getattr(cfg, "model_type", None) != "whisper":  # the others: their feature extractor (speech_inputs.py)
         return speech_encoder_decoder(cfg, opts, defaults, dtype)
@@ -127,9 +134,9 @@ def speech_seq2seq(cfg, opts, defaults, dtype) -> Batch:
         )
     b = opts.batch_size
     # transformers' WhisperForConditionalGeneration refuses labels longer than max_target_positions
-    # (the decoder's learned position table), so that is the default and the limit.
+    # (the decoder's learned position table): the limit. The default is a typical transcript, not the limit.
     limit = cfg.max_target_positions
-    t = opts.target_len or defaults.get("target_len") or limit
+    t = opts.target_len or defaults.get("target_len") or min(WHISPER_TARGET_LEN, limit)
     if t > limit:
         raise MemgraphError(f"target length {t} exceeds this Whisper model's {limit} decoder positions "
                             f"(max_target_positions): pass --target-len {limit} or less")

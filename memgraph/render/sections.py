@@ -42,7 +42,7 @@ def summary(r: Result) -> Section:
         f"precision {o['precision']}, optimizer {o['optimizer']} ({r.optimizer_impl}), "
         f"attention {o['attn_implementation']}, gradient checkpointing {_checkpointing(r)}, "
         f"{o['loop']} loop" + (f", stage {o['stage']}" if o["stage"] else ""),
-        f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)",
+        f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)" + _stored(r),
         *([f"assumed: {', '.join(r.assumptions)}"] if r.assumptions else []),
         *(f"config: {line}" for line in getattr(r, "job_config", [])),
         *(f"warning: {w}" for w in r.warnings),
@@ -55,6 +55,15 @@ def summary(r: Result) -> Section:
     if r.device:
         lines += device_lines(r)
     return Section("memgraph analyze", lines, preformatted=True, key="summary")
+
+
+def _stored(r: Result) -> str:
+    """With ``--quantize``: the bytes the parameters are stored in, beside their count (4-bit packs two per byte)."""
+    quantize = r.options.get("quantize")
+    if not quantize:
+        return ""
+    packed = " (bitsandbytes packs two 4-bit values per byte)" if quantize in ("4bit", "nf4") else ""
+    return f", stored in {human_bytes(r.static['parameters'])}{packed}"
 
 
 def _checkpointing(r: Result) -> str:

@@ -18,6 +18,7 @@ from memgraph.model_spec.lora import finetuning_notes
 from memgraph.model_spec.modality import module_modalities
 from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE_NAME, TrainingOptions
+from memgraph.model_spec.quantize import parameters_per_element
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import grad_scaler_state
 from memgraph.step.activation_offload import OffloadEmulation
@@ -155,8 +156,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
     params = list(model.parameters())
     return Trace(
         log=rec.log, iteration_bounds=bounds,
-        parameter_count=sum(_numel(p) for p in params),
-        trainable_parameter_count=sum(_numel(p) for p in params if p.requires_grad),
+        parameter_count=sum(_numel(p, opts.quantize) for p in params),
+        trainable_parameter_count=sum(_numel(p, opts.quantize) for p in params if p.requires_grad),
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=step.optimizer_impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
         notes=(list(batch_spec.notes) + _emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
@@ -169,9 +170,10 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
     )
 
 
-def _numel(p: torch.nn.Parameter) -> int:
-    """A parameter's element count; DeepSpeed ZeRO-3 leaves an empty tensor and the count in ``ds_numel``."""
-    return getattr(p, "ds_numel", None) or p.numel()
+def _numel(p: torch.nn.Parameter, quantize: str | None = None) -> int:
+    """A parameter's count of the model's parameters; DeepSpeed ZeRO-3 leaves an empty tensor and the count in
+    ``ds_numel``; a packed 4-bit weight holds two per stored byte (model_spec/quantize.py parameters_per_element)."""
+    return getattr(p, "ds_numel", None) or p.numel() * parameters_per_element(quantize, str(p.dtype).removeprefix("torch."))
 
 
 def _host_type(target: str) -> str | None:

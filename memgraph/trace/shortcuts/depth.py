@@ -104,15 +104,14 @@ class _Synthesis:
                 raise SynthesisError(f"storage {s.sid} is named in layer {a} and attributed to layer {b}")
             own.append(a if a is not None else b)
         self.olab = []
-        for op in log.ops:
+        self.slab = list(own)
+        for op in log.ops:  # in program order, so an op sees the layers of the temporaries earlier ops made
             label = of(op.module)
             if label is None and not op.module:  # an op outside every module (the optimizer's)
-                seen = {own[sid] for sid in op.inputs + op.outputs} - {None}
+                seen = {self.slab[sid] for sid in op.inputs + op.outputs} - {None}
                 label = seen.pop() if len(seen) == 1 else None
             self.olab.append(label)
-        self.slab = own
-        for op in log.ops:  # storages of no layer of their own: from the op that made them
-            label = self.olab[op.index]
+            # storages of no layer of their own: from the op that made them
             for pos, sid in enumerate(op.allocated):
                 if own[sid] is not None:
                     continue

@@ -9,7 +9,8 @@ counts by one layer's parameters per layer, numbers in notes (SDPA call counts) 
 on a third trace (``BASE_DEPTH - 1`` layers), everything else equal at both depths. Anything else, or any
 error, falls back to the full trace with one note saying why: the speed-up never changes a number.
 
-Inside :func:`shared_notes_trace` (a batch sweep, memgraph/sweep.py, one per sequence length) the
+Inside :func:`shared_notes_trace` (a batch sweep, memgraph/sweep.py, one per sequence length; a whole
+``memgraph fit``, memgraph/fit/__init__.py) the
 ``BASE_DEPTH - 1``-layer trace, whose only use is its notes, is traced once per pair of notes at ``BASE_DEPTH``
 and ``BASE_DEPTH + 1`` layers; notes that passed the affinity check are reused by every later size with the
 same pair of strings. The notes at full depth are a function of the three lists of notes alone (the check and
