@@ -24,6 +24,9 @@ FAMILIES = {  # measured to the byte on torch 2.13.0+cpu (sgd, batch 1)
     "tiny-vit": dict(),  # 821,856 B
     "tiny-resnet": dict(image_size=32),  # 112,288 B (a conv net)
     "tiny-t5": dict(seq_len=32, target_len=16),  # 2,223,880 B predicted, 2,223,888 B measured
+    # graph breaks (transformers' logger calls): 1,996,044 B predicted, 1,996,092 B measured; 8% high while every
+    # iteration recompiled (memgraph/private_api.py dynamo_guards_see_dispatch_modes)
+    "tiny-gpt2": dict(seq_len=32),
 }
 
 
@@ -38,14 +41,7 @@ def test_compiled_step_within_2_percent(family):
     r = analyze(model, target="cpu", **kw)
     predicted, measured = r.steady_state_peak.bytes, _steady_measured(model, **kw)
     assert abs(predicted - measured) <= TOLERANCE * measured, (predicted, measured)
-    assert any(n.startswith("compiled: torch.compile (mode default), 1 graph, 0 graph breaks") for n in r.notes)
+    breaks = "1 graph, 0 graph breaks" if family != "tiny-gpt2" else "graph breaks"
+    assert any(n.startswith("compiled: torch.compile (mode default)") and breaks in n for n in r.notes)
 
 
-@pytest.mark.xfail(strict=True, reason="GPT-2's graph breaks (transformers' logger calls): the first iteration "
-                   "agrees within 48 B, the steady state is 8% high (2,156,812 B predicted, 1,996,092 B measured)")
-def test_compiled_gpt2_with_graph_breaks_within_2_percent():
-    model = str(CONFIGS / "tiny-gpt2.json")
-    kw = dict(seq_len=32, batch_size=1, optimizer="sgd", compile=True)
-    predicted = analyze(model, target="cpu", **kw).steady_state_peak.bytes
-    measured = _steady_measured(model, **kw)
-    assert abs(predicted - measured) <= TOLERANCE * measured, (predicted, measured)

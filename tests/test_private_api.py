@@ -102,6 +102,7 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
                                "_clear_fast_path_sharding_prop_cache"),
     "compile_internals": ("torch._inductor.async_compile.AsyncCompile", "cpp_pybinding", None,
                           "AsyncCompile.cpp_pybinding"),
+    "dynamo_guard_keys": ("torch._C", "_IncludeDispatchKeyGuard", None, "_IncludeDispatchKeyGuard"),
 }
 
 
