@@ -45,3 +45,23 @@ def test_compiled_step_within_2_percent(family):
     assert any(n.startswith("compiled: torch.compile (mode default)") and breaks in n for n in r.notes)
 
 
+
+
+NOT_YET = {  # measured on torch 2.13.0+cpu (sgd, batch 1): outside 2%, causes not found yet
+    # 1 graph, 0 breaks; 2,350,472 B predicted, 2,499,964 B measured (-6.0%), the same gap in the first iteration
+    # (2,499,960 B): the eager cpu target is exact on the same inputs (2,634,648 B vs 2,634,664 B)
+    "tiny-whisper": dict(audio_seconds=1.0, target_len=16),
+    # 6 graphs, 16 graph breaks (some in memgraph's own code traced by Dynamo: UntypedStorage.nbytes, a lock);
+    # steady state 2,897,146 B predicted, 2,615,500 B measured (+10.8%); first iteration 2,637,878 B (+0.9%)
+    "tiny-llava": dict(seq_len=64, images=1),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="outside 2% (NOT_YET: the measured numbers beside each)")
+@pytest.mark.parametrize("family", list(NOT_YET))
+def test_compiled_step_not_yet_within_2_percent(family):
+    model = str(CONFIGS / f"{family}.json")
+    kw = dict(NOT_YET[family], batch_size=1, optimizer="sgd", compile=True)
+    predicted = analyze(model, target="cpu", **kw).steady_state_peak.bytes
+    measured = _steady_measured(model, **kw)
+    assert abs(predicted - measured) <= TOLERANCE * measured, (predicted, measured)
