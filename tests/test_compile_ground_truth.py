@@ -27,7 +27,11 @@ FAMILIES = {  # measured to the byte on torch 2.13.0+cpu (sgd, batch 1)
     # graph breaks (transformers' logger calls): 1,996,044 B predicted, 1,996,092 B measured; 8% high while every
     # iteration recompiled (memgraph/private_api.py dynamo_guards_see_dispatch_modes)
     "tiny-gpt2": dict(seq_len=32),
+    # 6 graphs, 14 graph breaks: 2,624,756 B predicted, 2,615,500 B measured (+0.35%; +10.8% while Dynamo also
+    # compiled the recorder's __torch_dispatch__, entered from the eager code between breaks)
+    "tiny-llava": dict(seq_len=64, images=1),
 }
+GRAPHS = {"tiny-gpt2": "2 graphs, 2 graph breaks", "tiny-llava": "6 graphs, 14 graph breaks"}  # else 1 graph, 0
 
 
 def _steady_measured(model: str, **kw) -> int:
@@ -41,7 +45,7 @@ def test_compiled_step_within_2_percent(family):
     r = analyze(model, target="cpu", **kw)
     predicted, measured = r.steady_state_peak.bytes, _steady_measured(model, **kw)
     assert abs(predicted - measured) <= TOLERANCE * measured, (predicted, measured)
-    breaks = "1 graph, 0 graph breaks" if family != "tiny-gpt2" else "graph breaks"
+    breaks = GRAPHS.get(family, "1 graph, 0 graph breaks")
     assert any(n.startswith("compiled: torch.compile (mode default)") and breaks in n for n in r.notes)
 
 
@@ -51,9 +55,6 @@ NOT_YET = {  # measured on torch 2.13.0+cpu (sgd, batch 1): outside 2%, causes n
     # 1 graph, 0 breaks; 2,350,472 B predicted, 2,499,964 B measured (-6.0%), the same gap in the first iteration
     # (2,499,960 B): the eager cpu target is exact on the same inputs (2,634,648 B vs 2,634,664 B)
     "tiny-whisper": dict(audio_seconds=1.0, target_len=16),
-    # 6 graphs, 16 graph breaks (some in memgraph's own code traced by Dynamo: UntypedStorage.nbytes, a lock);
-    # steady state 2,897,146 B predicted, 2,615,500 B measured (+10.8%); first iteration 2,637,878 B (+0.9%)
-    "tiny-llava": dict(seq_len=64, images=1),
 }
 
 

@@ -39,7 +39,7 @@ class CompiledStep:
         torch._dynamo.reset()
         api.dynamo_counters["graph_break"].clear()
         try:
-            with self.backend.context(), dynamo_guards_see_dispatch_modes():
+            with self.backend.context(), dynamo_guards_see_dispatch_modes(), _dispatch_modes_not_compiled():
                 yield self
         finally:
             self._breaks = dict(api.dynamo_counters["graph_break"])
@@ -131,6 +131,24 @@ def _meta_constants():
         yield
     finally:
         torch.tensor = _TORCH_TENSOR
+
+
+@contextlib.contextmanager
+def _dispatch_modes_not_compiled():
+    """The trace's dispatch modes' ``__torch_dispatch__`` run with Dynamo off (``torch._dynamo.disable``, public):
+    marked ``ignore_compile_internals``, their frames, entered from the eager code between graph breaks, were
+    otherwise compiled by Dynamo like the model's (graph breaks and recompilations a real run does not have)."""
+    classes = {type(m) for m in compile_internals().dispatch_modes()}
+    originals = {c: c.__dict__.get("__torch_dispatch__") for c in classes}
+    for c, f in originals.items():
+        if f is not None:
+            c.__torch_dispatch__ = torch._dynamo.disable(f)
+    try:
+        yield
+    finally:
+        for c, f in originals.items():
+            if f is not None:
+                c.__torch_dispatch__ = f
 
 
 def _true() -> bool:
