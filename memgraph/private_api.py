@@ -1324,6 +1324,49 @@ def _inductor_decompositions() -> dict:
     return select_decomp_table()
 
 
+# Dynamo's tensor guards (TENSOR_MATCH, C++ TensorCheck in torch/csrc/dynamo/guards.cpp) store each tensor's
+# dispatch keys as seen through the thread-local include/exclude sets of the moment the guards are built; at each
+# later call they compare them through that call's sets. Dynamo builds the guards with the ignore_compile_internals
+# modes off the stack (no Python keys in the include set), but a dispatch mode on the stack puts DispatchKey.Python
+# and PythonTLSSnapshot in it (c10/core/impl/TorchDispatchModeTLS.cpp, push_onto_stack): every later call of a step
+# traced under the recorder failed its guards and recompiled ("Unexpected recompilation", torch 2.13.0). Read from
+# torch 2.13.0 torch/_dynamo/guards.py (CheckFunctionManager builds and sanity-checks the guards in __init__).
+_DISPATCH_MODE_KEYS = ("Python", "PythonTLSSnapshot")
+
+
+@_guard("dynamo_guard_keys", "torch", "torch 2.13.0, torch/_dynamo/guards.py CheckFunctionManager")
+def _check_dynamo_guard_keys():
+    from torch._dynamo import guards
+
+    if "add_tensor_match_guard" not in inspect.getsource(guards.GuardBuilder.TENSOR_MATCH):
+        return "GuardBuilder.TENSOR_MATCH no longer adds a C++ tensor match guard"
+    if "self.guard_manager.check(" not in inspect.getsource(guards.CheckFunctionManager.__init__):
+        return "CheckFunctionManager.__init__ no longer checks the guards it built"
+    return _missing(torch._C, "_IncludeDispatchKeyGuard") or _missing(torch._C.DispatchKey, *_DISPATCH_MODE_KEYS)
+
+
+@contextlib.contextmanager
+def dynamo_guards_see_dispatch_modes():
+    """Dynamo's guards built (and sanity-checked) with the include set a call under dispatch modes has (the keys
+    a mode on the stack adds), so that the recorder's modes do not make every later call recompile."""
+    require("dynamo_guard_keys")
+    from torch._dynamo import guards
+
+    built = guards.CheckFunctionManager.__init__
+
+    def init(self, *args, **kwargs):
+        with contextlib.ExitStack() as keys:
+            for key in _DISPATCH_MODE_KEYS:
+                keys.enter_context(torch._C._IncludeDispatchKeyGuard(getattr(torch._C.DispatchKey, key)))
+            built(self, *args, **kwargs)
+
+    guards.CheckFunctionManager.__init__ = init
+    try:
+        yield
+    finally:
+        guards.CheckFunctionManager.__init__ = built
+
+
 @contextlib.contextmanager
 def torch_function_modes_popped():
     """The torch function modes (memgraph's autocast and SDPA-kernel emulations) off the stack for a compiled

@@ -24,7 +24,14 @@ FAMILIES = {  # measured to the byte on torch 2.13.0+cpu (sgd, batch 1)
     "tiny-vit": dict(),  # 821,856 B
     "tiny-resnet": dict(image_size=32),  # 112,288 B (a conv net)
     "tiny-t5": dict(seq_len=32, target_len=16),  # 2,223,880 B predicted, 2,223,888 B measured
+    # graph breaks (transformers' logger calls): 1,996,044 B predicted, 1,996,092 B measured; 8% high while every
+    # iteration recompiled (memgraph/private_api.py dynamo_guards_see_dispatch_modes)
+    "tiny-gpt2": dict(seq_len=32),
+    # 6 graphs, 14 graph breaks: 2,624,756 B predicted, 2,615,500 B measured (+0.35%; +10.8% while Dynamo also
+    # compiled the recorder's __torch_dispatch__, entered from the eager code between breaks)
+    "tiny-llava": dict(seq_len=64, images=1),
 }
+GRAPHS = {"tiny-gpt2": "2 graphs, 2 graph breaks", "tiny-llava": "6 graphs, 14 graph breaks"}  # else 1 graph, 0
 
 
 def _steady_measured(model: str, **kw) -> int:
@@ -38,14 +45,24 @@ def test_compiled_step_within_2_percent(family):
     r = analyze(model, target="cpu", **kw)
     predicted, measured = r.steady_state_peak.bytes, _steady_measured(model, **kw)
     assert abs(predicted - measured) <= TOLERANCE * measured, (predicted, measured)
-    assert any(n.startswith("compiled: torch.compile (mode default), 1 graph, 0 graph breaks") for n in r.notes)
+    breaks = GRAPHS.get(family, "1 graph, 0 graph breaks")
+    assert any(n.startswith("compiled: torch.compile (mode default)") and breaks in n for n in r.notes)
 
 
-@pytest.mark.xfail(strict=True, reason="GPT-2's graph breaks (transformers' logger calls): the first iteration "
-                   "agrees within 48 B, the steady state is 8% high (2,156,812 B predicted, 1,996,092 B measured)")
-def test_compiled_gpt2_with_graph_breaks_within_2_percent():
-    model = str(CONFIGS / "tiny-gpt2.json")
-    kw = dict(seq_len=32, batch_size=1, optimizer="sgd", compile=True)
+
+
+NOT_YET = {  # measured on torch 2.13.0+cpu (sgd, batch 1): outside 2%, causes not found yet
+    # 1 graph, 0 breaks; 2,350,472 B predicted, 2,499,964 B measured (-6.0%), the same gap in the first iteration
+    # (2,499,960 B): the eager cpu target is exact on the same inputs (2,634,648 B vs 2,634,664 B)
+    "tiny-whisper": dict(audio_seconds=1.0, target_len=16),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="outside 2% (NOT_YET: the measured numbers beside each)")
+@pytest.mark.parametrize("family", list(NOT_YET))
+def test_compiled_step_not_yet_within_2_percent(family):
+    model = str(CONFIGS / f"{family}.json")
+    kw = dict(NOT_YET[family], batch_size=1, optimizer="sgd", compile=True)
     predicted = analyze(model, target="cpu", **kw).steady_state_peak.bytes
     measured = _steady_measured(model, **kw)
     assert abs(predicted - measured) <= TOLERANCE * measured, (predicted, measured)

@@ -104,6 +104,7 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
                           "AsyncCompile.cpp_pybinding"),
     "transformers_audio_processors": ("transformers.Qwen2AudioProcessor", "_process_audio",
                                       lambda self, audios, **kw: None, "_process_audio"),
+    "dynamo_guard_keys": ("torch._C", "_IncludeDispatchKeyGuard", None, "_IncludeDispatchKeyGuard"),
 }
 
 

@@ -78,7 +78,8 @@ class GraphStats:
 
     def step(self) -> list[Partition]:
         """The graphs of one step: those compiled by the last call that compiled any (Dynamo recompiles the same
-        graphs when a guard fails, e.g. from one iteration to the next)."""
+        graphs when a guard fails; the first iteration's serve the later ones, private_api
+        dynamo_guards_see_dispatch_modes)."""
         if not self.partitions:
             return []
         last = self.partitions[-1].call

@@ -10,7 +10,7 @@ from memgraph.compiled.aot_graphs import GraphsOnMeta
 from memgraph.compiled.graphs import GraphStats
 from memgraph.compiled.inductor_cpu import InductorOnMeta
 from memgraph.facts.unknowns import BoundedUnknown
-from memgraph.private_api import compile_internals, torch_function_modes_popped
+from memgraph.private_api import compile_internals, dynamo_guards_see_dispatch_modes, torch_function_modes_popped
 from memgraph.units import human_bytes
 
 # torch.compile(mode=...) for each --compile-mode (torch 2.13, torch/__init__.py compile): "default" is mode=None
@@ -32,12 +32,14 @@ class CompiledStep:
 
     @contextlib.contextmanager
     def context(self):
-        """Around the traced iterations: fresh Dynamo caches and counters, the backend's settings."""
+        """Around the traced iterations: fresh Dynamo caches and counters, the backend's settings; Dynamo's guards
+        built as the recorder's dispatch modes make the calls see them, so the graphs compiled by the first
+        iteration serve the later ones (without it every iteration recompiled: private_api)."""
         api = compile_internals()
         torch._dynamo.reset()
         api.dynamo_counters["graph_break"].clear()
         try:
-            with self.backend.context():
+            with self.backend.context(), dynamo_guards_see_dispatch_modes(), _dispatch_modes_not_compiled():
                 yield self
         finally:
             self._breaks = dict(api.dynamo_counters["graph_break"])
@@ -129,6 +131,24 @@ def _meta_constants():
         yield
     finally:
         torch.tensor = _TORCH_TENSOR
+
+
+@contextlib.contextmanager
+def _dispatch_modes_not_compiled():
+    """The trace's dispatch modes' ``__torch_dispatch__`` run with Dynamo off (``torch._dynamo.disable``, public):
+    marked ``ignore_compile_internals``, their frames, entered from the eager code between graph breaks, were
+    otherwise compiled by Dynamo like the model's (graph breaks and recompilations a real run does not have)."""
+    classes = {type(m) for m in compile_internals().dispatch_modes()}
+    originals = {c: c.__dict__.get("__torch_dispatch__") for c in classes}
+    for c, f in originals.items():
+        if f is not None:
+            c.__torch_dispatch__ = torch._dynamo.disable(f)
+    try:
+        yield
+    finally:
+        for c, f in originals.items():
+            if f is not None:
+                c.__torch_dispatch__ = f
 
 
 def _true() -> bool:

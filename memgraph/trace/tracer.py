@@ -218,7 +218,7 @@ def _emulation_notes(opts: TrainingOptions, kernel_stats: KernelStats, autocast_
     if opts.attn_implementation == "flash_attention_2":
         notes.append("flash_attention_2: traced as transformers' sdpa path with PyTorch's flash SDPA kernel forced "
                      "(the same FlashAttention-2 kernel; same tensors saved for backward)")
-    notes += kernel_stats.describe(opts.iterations)
+    notes += kernel_stats.describe(opts.iterations, compiled=opts.compile)
     if autocast_stats is not None:
         notes.append(autocast_stats.describe())
     if scaler is not None:

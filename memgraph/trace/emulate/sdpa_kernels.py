@@ -86,14 +86,18 @@ class KernelStats:
     sdpa: Counter = field(default_factory=Counter)  # (backend, dtype, head_dim, detail) -> calls
     dropout: int = 0
 
-    def describe(self, iterations: int) -> list[str]:
+    def describe(self, iterations: int, compiled: bool = False) -> list[str]:
+        """One line per kernel; under ``--compile`` the emulation sees the calls AOTAutograd traces into the
+        compiled graphs (once per compilation, not per iteration), and the count says so."""
         notes = []
+        over = "traced into the compiled graphs" if compiled else f"over {iterations} iterations"
         for (backend, dtype, head_dim, detail), n in sorted(self.sdpa.items()):
             extra = f", {detail}" if detail else ""
             notes.append(f"SDPA: {backend} kernel ({dtype}, head_dim {head_dim}, {self.where}{extra}) "
-                         f"x {n} calls over {iterations} iterations")
+                         f"x {n} calls {over}")
         if self.dropout:
-            notes.append(f"dropout: fused native_dropout kernel (bool mask saved, as on CUDA) x {self.dropout} calls")
+            notes.append(f"dropout: fused native_dropout kernel (bool mask saved, as on CUDA) x {self.dropout} calls"
+                         + (" traced into the compiled graphs" if compiled else ""))
         return notes
 
 
