@@ -26,8 +26,9 @@ Notes that differ between the two traces (the KV-cache note names its bytes) are
 the nearer traced size, prefixed with it.
 
 A deep model's traces are depth-synthesized (trace/shortcuts/depth_run.py): each traced size is traced at 3 and 4
-layers, and at 2 layers for the notes only; within one sequence length the 2-layer notes are traced once and
-reused by every size whose 3- and 4-layer notes are the same strings (``shared_notes_trace``: why that gives
+layers, and at 2 layers for the notes only where a plain-str note (not a typed memgraph.notes.Note) differs
+between 3 and 4 layers; within one sequence length the 2-layer notes are traced once and reused by every size
+whose 3- and 4-layer notes are the same strings (``shared_notes_trace``: why that gives
 the notes a separate trace gives is in depth_run's docstring).
 """
 

@@ -19,6 +19,7 @@ from memgraph.model_spec.modality import module_modalities
 from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE_NAME, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
+from memgraph.notes import Note
 from memgraph.private_api import grad_scaler_state
 from memgraph.step.activation_offload import OffloadEmulation
 from memgraph.trace.emulate.autocast_emulation import (
@@ -231,8 +232,9 @@ def _emulation_notes(opts: TrainingOptions, kernel_stats: KernelStats, autocast_
 
 
 def _shadow_notes(shadows: ShadowValues) -> list[str]:
-    notes = [f"input values: {shadows.answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
-             "indexing, ...) answered from the known values of the integer inputs (trace/shadow_values.py)"]
+    notes = [Note("input values: {answered} value-dependent ops (.item(), .tolist(), nonzero, boolean indexing, ...) "
+                  "answered from the known values of the integer inputs (trace/shadow_values.py)",
+                  per_layer=("answered",), answered=shadows.answered)]
     return (notes if shadows.answered else []) + shadows.assumption_notes()
 
 
