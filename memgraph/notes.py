@@ -3,7 +3,7 @@
 A trace's notes (``Trace.notes``, then ``Result.notes``) say what the trace emulated, assumed or counted. A
 producer whose note carries numbers that grow with the layers (SDPA calls, autocast casts, adapter tensors)
 makes it a :class:`Note`: its text is ``template.format(**fields)``, made in one place (:meth:`Note.text`),
-and the fields named in ``per_layer`` are integer counts that each copy of a repeated layer adds to equally.
+and the fields named in ``per_layer`` are integer counts (or byte counts) that each copy of a repeated layer adds to equally.
 Depth synthesis (memgraph/trace/shortcuts/depth_run.py) moves those fields along the line through their values
 at two depths (:meth:`Note.at_depth`) instead of reading numbers back out of the words.
 
@@ -15,11 +15,25 @@ valid note everywhere. Depth synthesis treats a plain ``str`` that differs betwe
 
 from __future__ import annotations
 
+import string
 from typing import Any
+
+from memgraph.units import human_bytes
+
+
+class _Formatter(string.Formatter):
+    """``str.format`` with one more format spec: ``{field:bytes}`` writes a byte count as units.human_bytes does."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        return human_bytes(value) if format_spec == "bytes" else super().format_field(value, format_spec)
+
+
+_FORMAT = _Formatter()
 
 
 class Note(str):
-    """One note: ``template.format(**fields)``, with the fields kept; ``per_layer`` names the count fields."""
+    """One note: ``template.format(**fields)`` (``{name:bytes}`` as human_bytes), with the fields kept; ``per_layer``
+    names the count fields."""
 
     template: str
     fields: tuple[tuple[str, Any], ...]
@@ -29,7 +43,7 @@ class Note(str):
         unknown = set(per_layer) - set(fields)
         if unknown:
             raise ValueError(f"per_layer names fields the note does not have: {sorted(unknown)}")
-        self = super().__new__(cls, template.format(**fields))
+        self = super().__new__(cls, _FORMAT.format(template, **fields))
         object.__setattr__(self, "template", template)
         object.__setattr__(self, "fields", tuple(fields.items()))
         object.__setattr__(self, "per_layer", frozenset(per_layer))

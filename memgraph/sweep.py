@@ -141,8 +141,8 @@ def render_sweep(points: list[SweepPoint], fmt: str, depth: int = 3) -> str:
 def _sweep_row(p: SweepPoint) -> list[str]:
     r, dev = p.result, p.result.device
     peak = r.steady_state_peak
-    reserved, total, fits = ((human_bytes(dev["steady_state_reserved"]), human_bytes(dev["steady_state_device_total"]),
-                              "yes" if dev["fits"] else "no") if dev else ("-", "-", "-"))
+    reserved, total, fits = ((human_bytes(dev.steady_state_reserved), human_bytes(dev.steady_state_device_total),
+                              "yes" if dev.fits else "no") if dev else ("-", "-", "-"))
     where = f"{peak.phase}: {peak.module or '-'}" if peak.phase else "-"
     seq = r.options.get("seq_len")
     return [str(p.batch_size), "model's" if seq is None else str(seq), human_bytes(peak.bytes),

@@ -210,6 +210,13 @@ class ShadowValues(TorchDispatchMode):
         """The shadow of meta tensor ``t`` (None when it has none)."""
         return self._values.get(t) if _is_meta(t) else None
 
+    def notes(self) -> list[str]:
+        """Trace notes: how many value-dependent ops were answered from shadows, and what was assumed."""
+        answered = [Note("input values: {answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
+                         "indexing, ...) answered from the known values of the integer inputs (trace/shadow_values.py)",
+                         per_layer=("answered",), answered=self.answered)]
+        return (answered if self.answered else []) + self.assumption_notes()
+
     def assumption_notes(self) -> list[str]:
         """Trace notes for the values this mode assumed rather than knew."""
         notes = []
