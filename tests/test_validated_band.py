@@ -138,3 +138,21 @@ def test_stored_band_rows_are_the_recorded_errors():
     moved = {f: (recorded[f], round(100 * (r.predicted - r.measured) / r.measured, 1)) for f, r in rows.items()
              if round(100 * (r.predicted - r.measured) / r.measured, 1) != recorded[f]}
     assert not moved
+
+
+def test_the_device_record_gets_the_band_fields_last_and_only_once_added():
+    """The JSON ``device`` record (DevicePeaks.to_dict) keeps the key order of the dict it was before it was typed:
+    the replay's figures, then the five band fields appended by add_validated_band; before that they are absent
+    (not null). ``unknowns`` and ``reserved_after`` are never in it. Read-only Mapping access gives the same keys."""
+    r = _result(capacity=80 * GB)
+    before = r.device.to_dict()
+    assert "margin_basis" not in before and "unknowns" not in before and "reserved_after" not in before
+    assert list(before)[:3] == ["gpu", "gpu_name", "capacity_bytes"] and list(r.device) == list(before)
+    add_validated_band(r, "decoder LM", DECODER)
+    after = r.device.to_dict()
+    assert list(after) == list(before) + ["allocated_validated_upper", "reserved_validated_upper",
+                                          "steady_state_device_total_validated_upper", "validated_band",
+                                          "margin_basis"]
+    assert r.device["margin_basis"] == r.device.get("margin_basis") == after["margin_basis"] == r.margin_basis
+    with pytest.raises(KeyError):
+        r.device["reserved_after"]
