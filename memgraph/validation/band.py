@@ -91,8 +91,9 @@ def band(rows: list[BandRow], counter: str, kind: str) -> Band | None:
 
 
 def validated_figures(kind: str, device: DevicePeaks, allocated: int, rows: list[BandRow] | None = None) -> dict:
-    """The validated upper figure of each counter for a cuda prediction (``device``: its DevicePeaks), with the
-    bands behind them; ``None`` figures where no band exists."""
+    """The validated upper figure of each counter for a cuda prediction (``device``: its DevicePeaks, or any object
+    with the four figures read here as attributes), with the bands behind them; ``None`` figures where no band
+    exists."""
     rows = stored_rows() if rows is None else rows
     bands = {c: band(rows, c, kind) for c in ("allocated", "reserved", "device_total")}
     alloc = bands["allocated"].upper(allocated) if bands["allocated"] else None
