@@ -211,14 +211,16 @@ def test_typed_notes_follow_the_depth():
 def test_typed_notes_need_no_third_trace_and_plain_ones_do():
     """A note with 2 calls per layer: typed, it is scaled from the 3- and 4-layer traces (2 * 10 = 20 at 10
     layers); as a plain str (a producer not yet typed) it still costs the 2-layer trace and the check on it."""
-    spec, calls = resolve(_deep(LLAMA, 10)), []
+    spec, calls, traced = resolve(_deep(LLAMA, 10)), [], {}
     opts = TrainingOptions(**BASE, optimizer_impl="foreach")
 
     def traced_with(note):
         def trace_at(s):
-            calls.append(s.config.num_hidden_layers)
-            trace = trace_training(s, replace(opts, depth_synthesis="off"))
-            return replace(trace, notes=[note(s.config.num_hidden_layers)])
+            depth = s.config.num_hidden_layers
+            calls.append(depth)
+            if depth not in traced:  # each depth traced once for both cases
+                traced[depth] = trace_training(s, replace(opts, depth_synthesis="off"))
+            return replace(traced[depth], notes=[note(depth)])
         return trace_at
 
     typed = trace_with_depth_synthesis(spec, opts, traced_with(lambda d: Note("x {n} calls", per_layer=("n",), n=2 * d)))
