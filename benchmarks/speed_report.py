@@ -125,7 +125,8 @@ def _trace_part(make_fx: bool) -> None:
         print(f"{name:16s} {ops[-1]:7d} {plain:8.2f} {ours:10.2f} {ours / plain:6.2f} {full:12.2f} {full / plain:6.2f} "
               f"{fx_text}", flush=True)
     print(f"target: trace/plain for llama-2-7b {TARGETS['trace/plain llama-2-7b']}. memgraph: as analyze runs it (a "
-          "deep model traced at 2, 3 and 4 layers and synthesized: trace/shortcuts/depth_run.py); all layers: "
+          "deep model traced at 3 and 4 layers, and 2 where a plain-text note differs, and synthesized: "
+          "trace/shortcuts/depth_run.py); all layers: "
           "--depth-synthesis off, the recorder's cost over the same ops as the plain step\n")
 
 

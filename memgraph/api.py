@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 
 from memgraph.allocator.replay import DevicePeaks, device_peaks
 from memgraph.allocator.snapshot import memory_snapshot
@@ -97,11 +98,11 @@ def add_rank_figures(result: Result, spec, opts: TrainingOptions) -> None:
         else:
             progress.stage(f"tracing rank {ranks[0]} (its shards differ from rank 0's)")
             figures = result_of_trace(spec.name, opts, trace_training(spec, opts, rank=ranks[0]))
-        device = figures.device or {}
+        device = figures.device
         result.ranks.append({"ranks": ranks, "first_iteration_peak": figures.first_iteration_peak.bytes,
                              "steady_state_peak": figures.steady_state_peak.bytes,
-                             "steady_state_reserved": device.get("steady_state_reserved"),
-                             "steady_state_device_total": device.get("steady_state_device_total"),
+                             "steady_state_reserved": device.steady_state_reserved if device else None,
+                             "steady_state_device_total": device.steady_state_device_total if device else None,
                              "static": dict(figures.static)})
 
 
@@ -147,9 +148,8 @@ def predicted_snapshot(trace: Trace, opts: TrainingOptions) -> dict:
 
 def _scheduler_fields(result: Result, device: DevicePeaks) -> None:
     """The device peaks, and the top-level fields a scheduler reads (README: JSON report schema)."""
-    result.device = asdict(device)
-    result.unknowns = result.device.pop("unknowns")  # once, at the top level
-    del result.device["reserved_after"]  # per event: the timeline's points carry it (add_reserved)
+    result.unknowns = copy.deepcopy(device.unknowns)  # once, at the top level (DevicePeaks.to_dict leaves them out)
+    result.device = replace(device, unknowns=[], reserved_after=[])  # per event: the timeline's points carry it
     result.required_bytes = device.steady_state_device_total
     result.required_bytes_upper = device.steady_state_device_total_upper
     result.fits, result.fits_with_margin = device.fits, device.fits_with_margin

@@ -26,8 +26,9 @@ Notes that differ between the two traces (the KV-cache note names its bytes) are
 the nearer traced size, prefixed with it.
 
 A deep model's traces are depth-synthesized (trace/shortcuts/depth_run.py): each traced size is traced at 3 and 4
-layers, and at 2 layers for the notes only; within one sequence length the 2-layer notes are traced once and
-reused by every size whose 3- and 4-layer notes are the same strings (``shared_notes_trace``: why that gives
+layers, and at 2 layers for the notes only where a plain-str note (not a typed memgraph.notes.Note) differs
+between 3 and 4 layers; within one sequence length the 2-layer notes are traced once and reused by every size
+whose 3- and 4-layer notes are the same strings (``shared_notes_trace``: why that gives
 the notes a separate trace gives is in depth_run's docstring).
 """
 
@@ -140,8 +141,8 @@ def render_sweep(points: list[SweepPoint], fmt: str, depth: int = 3) -> str:
 def _sweep_row(p: SweepPoint) -> list[str]:
     r, dev = p.result, p.result.device
     peak = r.steady_state_peak
-    reserved, total, fits = ((human_bytes(dev["steady_state_reserved"]), human_bytes(dev["steady_state_device_total"]),
-                              "yes" if dev["fits"] else "no") if dev else ("-", "-", "-"))
+    reserved, total, fits = ((human_bytes(dev.steady_state_reserved), human_bytes(dev.steady_state_device_total),
+                              "yes" if dev.fits else "no") if dev else ("-", "-", "-"))
     where = f"{peak.phase}: {peak.module or '-'}" if peak.phase else "-"
     seq = r.options.get("seq_len")
     return [str(p.batch_size), "model's" if seq is None else str(seq), human_bytes(peak.bytes),

@@ -219,8 +219,6 @@ def test_near_capacity_the_interval_names_the_segments_the_capped_replay_release
     """The step of test_device_replay.test_steady_state_counts_the_reserved_bytes_at_its_start: with 60 MiB for
     the allocator and max_split_size_mb:20, the capped replay releases a cached 40 MiB segment; the upper replay
     is not capped and keeps it."""
-    from dataclasses import asdict
-
     from memgraph.render.sections import interval_line
     from tests.test_device_replay import Step
     from memgraph.trace.record.event_log import Origin
@@ -249,7 +247,7 @@ def test_near_capacity_the_interval_names_the_segments_the_capped_replay_release
     # segment -> 10 + 12 + 40 + 12 = 74 MiB
     assert (d.unknowns_block_bytes, d.reserved_upper) == (10 * MiB, 74 * MiB)
     # 1 (slack) + 9 (rounding to the 10 MiB block) + 12 (the segment the capped replay released) = 22 = 74 - 52
-    assert interval_line(asdict(d), d.unknowns) == (
+    assert interval_line(d, d.unknowns) == (
         "device total 652.00 MiB, up to 974.00 MiB: workspace (test) +1.00 MiB, CUDA context range for sm90 "
         "(CUDA 13, lazy loading) +300.00 MiB, their own allocator segment, rounded up +9.00 MiB, cached segments "
         "the expected replay released near capacity +12.00 MiB")

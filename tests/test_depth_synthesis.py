@@ -1,4 +1,4 @@
-"""Depth synthesis (memgraph/trace/shortcuts/depth.py, depth_run.py): a deep model traced at 2, 3 and 4 layers and
+"""Depth synthesis (memgraph/trace/shortcuts/depth.py, depth_run.py): a deep model traced at 3 and 4 layers and
 synthesized to its full depth gives the trace a full trace gives, exactly: every StorageRecord field,
 every event, op and phase mark, the iteration bounds, trainable sids, parameter counts, notes and
 modalities (no tolerance: the synthesis copies records, it computes no bytes). Where the layers are
@@ -18,6 +18,7 @@ from memgraph.api import result_of_trace
 from memgraph.model_spec.depth import model_depth, with_depth
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
+from memgraph.notes import Note
 from memgraph.trace.shortcuts.depth import SynthesisError, find_stack
 from memgraph.trace.shortcuts.checks import first_difference
 from memgraph.trace.shortcuts.depth_run import _extrapolate_notes, trace_with_depth_synthesis
@@ -58,7 +59,7 @@ def _traces(config: str, layers: int, **opts):
 def _assert_same(config: str, layers: int, **opts):
     synthesized, full, _ = _traces(config, layers, **opts)
     note = synthesized.notes[-1]
-    assert note.startswith(f"depth synthesis: traced 2, 3 and 4 of {layers} layers; layer 1 repeated"), note
+    assert note.startswith(f"depth synthesis: traced 3 and 4 of {layers} layers; layer 1 repeated"), note
     assert not any(n.startswith("depth synthesis") for n in full.notes)
     compared = replace(synthesized, notes=synthesized.notes[:-1])
     assert first_difference(compared, full) is None
@@ -72,6 +73,8 @@ def _assert_same(config: str, layers: int, **opts):
         (full.parameter_count, full.trainable_parameter_count)
     assert list(synthesized.modalities.items()) == list(full.modalities.items())
     assert compared.notes == full.notes
+    # the typed notes stay typed, with the full trace's numbers in their fields
+    assert [n.fields for n in compared.notes if isinstance(n, Note)] == [n.fields for n in full.notes if isinstance(n, Note)]
     # the synthesized layers are really there: parameters of the last layer, named as a trace names them
     last = [s.name for s in synthesized.log.storages if s.origin == Origin.PARAMETER and f".{layers - 1}." in s.name]
     assert last and not any(f".{layers}." in s.name for s in synthesized.log.storages)
@@ -190,6 +193,51 @@ def test_notes_follow_the_depth():
         _extrapolate_notes(notes, 2, 4, 32)
 
 
+def test_typed_notes_follow_the_depth():
+    """A typed note's per-layer count moves along the line through two depths; its other fields must not change.
+    32 layers from 3 and 4: 6 calls at 3 layers, 8 at 4, so 2 per layer: 6 + 2 * (32 - 3) = 64; "iterations" stays
+    2; the text is made from the template, with the thousands comma its format asks for."""
+    sdpa = "SDPA: math kernel x {calls:,} calls over {iterations} iterations"
+    at = {d: [Note(sdpa, per_layer=("calls",), calls=c, iterations=2), "GradScaler: run on meta"]
+          for d, c in ((3, 6), (4, 8))}
+    (deep, scaler) = _extrapolate_notes(at, 3, 4, 32)
+    assert isinstance(deep, Note) and dict(deep.fields) == {"calls": 64, "iterations": 2}
+    assert deep == "SDPA: math kernel x 64 calls over 2 iterations" and scaler == "GradScaler: run on meta"
+    assert _extrapolate_notes({3: [Note(sdpa, per_layer=("calls",), calls=1000, iterations=2)],
+                               4: [Note(sdpa, per_layer=("calls",), calls=1010, iterations=2)]}, 3, 4, 2003) == \
+        ["SDPA: math kernel x 21,000 calls over 2 iterations"]  # 1000 + 10 * (2003 - 3)
+    with pytest.raises(SynthesisError):  # a field that is not a per-layer count changes: refused
+        _extrapolate_notes({3: [Note(sdpa, per_layer=("calls",), calls=6, iterations=2)],
+                            4: [Note(sdpa, per_layer=("calls",), calls=8, iterations=3)]}, 3, 4, 32)
+    with pytest.raises(SynthesisError):  # 6 at 2 layers, 9 at 4: 1.5 calls per layer is not a whole count
+        _extrapolate_notes({2: [Note(sdpa, per_layer=("calls",), calls=6, iterations=2)],
+                            4: [Note(sdpa, per_layer=("calls",), calls=9, iterations=2)]}, 2, 4, 32)
+
+
+def test_typed_notes_need_no_third_trace_and_plain_ones_do():
+    """A note with 2 calls per layer: typed, it is scaled from the 3- and 4-layer traces (2 * 10 = 20 at 10
+    layers); as a plain str (a producer not yet typed) it still costs the 2-layer trace and the check on it."""
+    spec, calls, traced = resolve(_deep(LLAMA, 10)), [], {}
+    opts = TrainingOptions(**BASE, optimizer_impl="foreach")
+
+    def traced_with(note):
+        def trace_at(s):
+            depth = s.config.num_hidden_layers
+            calls.append(depth)
+            if depth not in traced:  # each depth traced once for both cases
+                traced[depth] = trace_training(s, replace(opts, depth_synthesis="off"))
+            return replace(traced[depth], notes=[note(depth)])
+        return trace_at
+
+    typed = trace_with_depth_synthesis(spec, opts, traced_with(lambda d: Note("x {n} calls", per_layer=("n",), n=2 * d)))
+    assert calls == [3, 4] and typed.notes[0] == "x 20 calls" and dict(typed.notes[0].fields) == {"n": 20}
+    assert typed.notes[1].startswith("depth synthesis: traced 3 and 4 of 10 layers")
+    calls.clear()
+    plain = trace_with_depth_synthesis(spec, opts, traced_with(lambda d: f"x {2 * d} calls"))
+    assert calls == [3, 4, 2] and plain.notes[0] == "x 20 calls" and not isinstance(plain.notes[0], Note)
+    assert plain.notes[1].startswith("depth synthesis: traced 2, 3 and 4 of 10 layers")
+
+
 def test_find_stack():
     names = {2: ["model.embed.weight", "model.layers.0.q.weight", "model.layers.1.q.weight",
                  "model.layers.0.experts.0.w", "model.layers.0.experts.1.w"],
@@ -228,9 +276,10 @@ def test_sweeps_share_the_notes_trace_only_for_the_same_notes():
     calls = []
 
     def run(opts):
-        def trace_at(s):
+        def trace_at(s):  # notes as plain str (a producer not yet typed): the 2-layer notes trace is needed
             calls.append((opts.batch_size, opts.precision, s.config.num_hidden_layers))
-            return trace_training(s, replace(opts, depth_synthesis="off"))
+            trace = trace_training(s, replace(opts, depth_synthesis="off"))
+            return replace(trace, notes=[str.__str__(n) for n in trace.notes])
         return trace_with_depth_synthesis(spec, opts, trace_at)
 
     alone = {b: run(replace(mixed, batch_size=b)) for b in (2, 4)}
@@ -247,4 +296,5 @@ def test_sweeps_share_the_notes_trace_only_for_the_same_notes():
     for b in (2, 4):
         assert first_difference(shared[b], alone[b]) is None
         assert shared[b].notes == alone[b].notes and shared[b].notes[-1].startswith("depth synthesis: traced 2, 3 and 4")
+        assert not any(isinstance(n, Note) for n in shared[b].notes)  # the fallback's notes are plain text
     assert fp32.notes[-1].startswith("depth synthesis: traced 2, 3 and 4")

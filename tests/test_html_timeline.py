@@ -171,7 +171,7 @@ def test_far_capacity_is_named_not_drawn(traced):
     """An 80 GiB card under a 69 MiB step: drawing the capacity would flatten the chart, so the margin names
     it (above the scale) and no capacity line is drawn."""
     r, _ = traced
-    far = replace(r, device={**r.device, "capacity_bytes": 80 * GiB})
+    far = replace(r, device=replace(r.device, capacity_bytes=80 * GiB))
     svg = _svg(render_html(far))
     assert '<line class="capacity"' not in svg
     assert "capacity 80.00 GiB \u2191</text>" in svg and ">above the scale</text>" in svg

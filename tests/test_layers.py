@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memgraph"
 
 # Lowest first. A name is the first part of the module path below memgraph/.
 LAYERS = [
-    {"errors", "units", "version", "cpu_profiler", "private_api", "collector"},  # foundation
+    {"errors", "units", "version", "cpu_profiler", "private_api", "collector", "notes"},  # foundation
     {"facts"},  # what PyTorch, CUDA and the GPUs do, as data
     {"model_spec", "job_config"},  # what to build and how to train it (job_config: read from a user's config file)
     {"step"},  # the training step built and run: shared by the trace, the real run and each rank
@@ -172,3 +172,23 @@ def test_trace_and_measure_build_their_step_through_one_function(monkeypatch):
     opts = TrainingOptions(target="cpu", inputs=(X,), strategy="ddp", nproc=2)
     assert rank_groups(_spec(MLP), opts) == [[0, 1]]  # DDP: every rank holds the whole model
     assert built == [("meta", False), ("meta", False)]  # each rank's step, built as the trace builds it
+
+
+def _names_imported(path: Path) -> dict[str, set[str]]:
+    """memgraph module -> the names the file ``path`` imports from it (``from memgraph.x import a, b``)."""
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memgraph"):
+            found.setdefault(node.module, set()).update(a.name for a in node.names)
+    return found
+
+
+def test_memgraph_run_records_through_the_tracers_public_hooks():
+    """``memgraph run`` (script_run/runner.py) and the tracer hand the recorder and autograd the same pieces,
+    from trace/record/step_hooks.py, and nothing imports the tracer's private names."""
+    hooks = {"host_type", "saved_tensor_hooks", "workspace_of"}
+    for module in ("trace/tracer.py", "script_run/runner.py"):
+        assert hooks <= _names_imported(PACKAGE / module).get("memgraph.trace.record.step_hooks", set()), module
+    for path in sorted(PACKAGE.rglob("*.py")):
+        private = {n for n in _names_imported(path).get("memgraph.trace.tracer", ()) if n.startswith("_")}
+        assert not private, f"{module_name(path)} imports {sorted(private)} from memgraph.trace.tracer"

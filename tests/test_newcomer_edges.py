@@ -8,6 +8,7 @@ import pytest
 
 from memgraph.cli import main
 from memgraph.model_spec.options import parse_gpu_memory
+from memgraph.analysis.device import DevicePeaks
 from memgraph.render.sections import oom_lines
 
 TINY = str(Path(__file__).parent / "configs" / "tiny-llama.json")
@@ -20,10 +21,11 @@ def test_gpu_memory_needs_a_unit():
 
 
 def test_a_card_smaller_than_its_context_is_said_so_not_a_negative_budget():
-    d = {"capacity_bytes": 48, "context_bytes": 600 << 20, "allocator_budget_bytes": 48 - (600 << 20),
-         "oom_phase": "setup", "oom_op": "", "oom_module": "", "oom_request_bytes": 1 << 20,
-         "oom_allocated_bytes": 0, "oom_reserved_bytes": 0, "first_iteration_reserved": 0,
-         "steady_state_device_total": 2 << 30, "steady_state_device_total_upper": 2 << 30}
+    d = DevicePeaks(gpu="tiny", gpu_name="a 48 B card", capacity_bytes=48, allocator_options="",
+                    first_iteration_reserved=0, steady_state_reserved=0, context_bytes=600 << 20,
+                    steady_state_device_total=2 << 30, headroom_bytes=48 - (2 << 30), fits=False, oom_event=0,
+                    segments=0, cuda_malloc_calls=0, steady_state_device_total_upper=2 << 30,
+                    allocator_budget_bytes=48 - (600 << 20), oom_phase="setup", oom_request_bytes=1 << 20)
     line = oom_lines(d)[0]
     assert "the card's 48 B hold no more than the 600.00 MiB CUDA context alone" in line and "-" not in line
 

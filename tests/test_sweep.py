@@ -64,10 +64,11 @@ def _report(result) -> dict:
 
 
 def test_deep_sweep_json_equals_separate_analyses(tmp_path, monkeypatch):
-    """A 10-layer llama (depth_run.MIN_DEPTH, so depth-synthesized from 2-, 3- and 4-layer traces) swept at 1, 2,
+    """A 10-layer llama (depth_run.MIN_DEPTH, so depth-synthesized from 3- and 4-layer traces) swept at 1, 2,
     3 and 8: every size's whole JSON report is the separate analysis' at that size, the sweep's own note on the
-    interpolated size aside; and the sweep traced 2 layers once (batch 1's notes, reused by 8 and 2:
-    trace/shortcuts/depth_run.py ``shared_notes_trace``), 3 and 4 layers once per traced size (1, 8, 2)."""
+    interpolated size aside; and the sweep traced 3 and 4 layers once per traced size (1, 8, 2), and no 2-layer
+    trace (the notes that differ with the depth, SDPA calls and autocast casts, are typed memgraph.notes.Note
+    records whose per-layer counts follow the depth)."""
     import memgraph.trace.tracer as tracer
 
     config = json.loads(open(LLAMA).read())
@@ -79,14 +80,14 @@ def test_deep_sweep_json_equals_separate_analyses(tmp_path, monkeypatch):
                         lambda spec, opts, rank=0: depths.append(spec.config.num_hidden_layers) or
                         trace_all(spec, opts, rank))
     points = analyze_many(str(path), TrainingOptions(**LLAMA_OPTS), [1, 2, 3, 8], [16])
-    assert sorted(depths) == [2, 3, 3, 3, 4, 4, 4]
+    assert sorted(depths) == [3, 3, 3, 4, 4, 4]
     assert [p.source for p in points] == ["traced", "traced", "interpolated from batch 2 and 8", "traced"]
     for p in points:
         swept = _report(p.result)
         if p.batch_size == 3:
             swept["notes"].remove("sweep: batch 3 interpolated from batch 2 and 8 (memgraph/trace/shortcuts/batch.py): every "
                                   "storage's size is affine in the batch size and the two traces record the same stream")
-        assert any(n.startswith("depth synthesis: traced 2, 3 and 4 of 10 layers") for n in swept["notes"])
+        assert any(n.startswith("depth synthesis: traced 3 and 4 of 10 layers") for n in swept["notes"])
         assert swept == alone[p.batch_size], p.batch_size
     assert alone[8]["steady_state_peak"]["bytes"] > alone[3]["steady_state_peak"]["bytes"]  # not constants
 

@@ -5,10 +5,12 @@ rows' recorded errors (tests/published_errors.json)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from memgraph.analysis.device import DevicePeaks
 from memgraph.analysis.result import Result
 from memgraph.validation.band import MIN_ROWS, BandRow, add_validated_band, band, stored_rows, validated_figures
 
@@ -49,9 +51,12 @@ def test_all_over_predicted_gives_no_margin_below_the_prediction():
     assert b.high_pct == pytest.approx(-10.0) and b.upper(1000) == 1000  # max(high, 0): the prediction itself
 
 
-DEVICE = {"steady_state_reserved": 2 * GB, "steady_state_device_total": 3 * GB, "reserved_upper": 2 * GB + 64 * 2**20,
-          "steady_state_device_total_upper": 2 * GB + 64 * 2**20 + 1 * GB + 300 * 2**20, "capacity_bytes": 80 * GB,
-          "fits_with_margin": True}
+# the fields validated_figures and add_validated_band read; the rest of the record zero
+DEVICE = DevicePeaks(gpu="h100-80gb", gpu_name="H100", capacity_bytes=80 * GB, allocator_options="",
+                     first_iteration_reserved=0, steady_state_reserved=2 * GB, context_bytes=0,
+                     steady_state_device_total=3 * GB, headroom_bytes=0, fits=True, oom_event=None, segments=0,
+                     cuda_malloc_calls=0, reserved_upper=2 * GB + 64 * 2**20,
+                     steady_state_device_total_upper=2 * GB + 64 * 2**20 + 1 * GB + 300 * 2**20, fits_with_margin=True)
 
 
 def test_counters_without_a_band_take_the_allocated_bands_bytes():
@@ -82,14 +87,14 @@ def test_no_band_at_all_leaves_the_bounded_unknowns():
 
 def _result(capacity: int) -> Result:
     r = Result.__new__(Result)  # only the fields add_validated_band reads and writes
-    r.device = dict(DEVICE, capacity_bytes=capacity)
+    r.device = replace(DEVICE, capacity_bytes=capacity)
     r.steady_state_peak = type("Peak", (), {"bytes": 1_500_000_000})()
     return r
 
 
 def test_fits_with_margin_compares_the_higher_upper_end():
     total_v = 2 * GB + 150_000_000 + 1 * GB + 300 * 2**20  # 3,464,572,800 B: above today's upper end
-    assert total_v > DEVICE["steady_state_device_total_upper"]
+    assert total_v > DEVICE.steady_state_device_total_upper
     r = _result(capacity=total_v)  # exactly at capacity: still fits
     add_validated_band(r, "decoder LM", DECODER)
     assert r.fits_with_margin and r.required_bytes_validated_upper == total_v
@@ -133,3 +138,21 @@ def test_stored_band_rows_are_the_recorded_errors():
     moved = {f: (recorded[f], round(100 * (r.predicted - r.measured) / r.measured, 1)) for f, r in rows.items()
              if round(100 * (r.predicted - r.measured) / r.measured, 1) != recorded[f]}
     assert not moved
+
+
+def test_the_device_record_gets_the_band_fields_last_and_only_once_added():
+    """The JSON ``device`` record (DevicePeaks.to_dict) keeps the key order of the dict it was before it was typed:
+    the replay's figures, then the five band fields appended by add_validated_band; before that they are absent
+    (not null). ``unknowns`` and ``reserved_after`` are never in it. Read-only Mapping access gives the same keys."""
+    r = _result(capacity=80 * GB)
+    before = r.device.to_dict()
+    assert "margin_basis" not in before and "unknowns" not in before and "reserved_after" not in before
+    assert list(before)[:3] == ["gpu", "gpu_name", "capacity_bytes"] and list(r.device) == list(before)
+    add_validated_band(r, "decoder LM", DECODER)
+    after = r.device.to_dict()
+    assert list(after) == list(before) + ["allocated_validated_upper", "reserved_validated_upper",
+                                          "steady_state_device_total_validated_upper", "validated_band",
+                                          "margin_basis"]
+    assert r.device["margin_basis"] == r.device.get("margin_basis") == after["margin_basis"] == r.margin_basis
+    with pytest.raises(KeyError):
+        r.device["reserved_after"]

@@ -26,49 +26,8 @@ from memgraph.allocator.upper_bound import (
 )
 from memgraph.facts.gpus import get_gpu, process_context
 from memgraph.facts.unknowns import BoundedUnknown
+from memgraph.analysis.device import DevicePeaks  # the device record Result.device holds (defined there)
 from memgraph.trace.record.event_log import ALLOC, EventLog
-
-
-@dataclass
-class DevicePeaks:
-    gpu: str
-    gpu_name: str
-    capacity_bytes: int
-    allocator_options: str
-    first_iteration_reserved: int
-    steady_state_reserved: int
-    context_bytes: int  # expected CUDA context + kernel images (an estimate, or --context-bytes)
-    steady_state_device_total: int
-    headroom_bytes: int  # capacity - device total (negative: does not fit)
-    fits: bool
-    oom_event: int | None  # first event the allocator could not serve within capacity
-    segments: int
-    cuda_malloc_calls: int
-    # -- the upper end: every bounded unknown at its upper size (allocator/upper_bound.py) --
-    steady_state_allocated: int = 0  # the expected allocated peak the upper end starts from
-    allocated_upper: int = 0
-    reserved_upper: int = 0  # the replay with the unknowns' slack held in a block of its own (phantom_bytes)
-    unknowns_block_bytes: int = 0  # that block: the allocated slack rounded up to the segment granularity
-    context_upper_bytes: int = 0
-    steady_state_device_total_upper: int = 0
-    fits_with_margin: bool = False  # the upper end fits too: device total upper <= capacity, and no OOM
-    context_estimated: bool = True  # False: --context-bytes gave it
-    context_assumption: str = ""  # "sm90, CUDA 13, lazy module loading (...)" or "given by --context-bytes"
-    cuda_version: int = 0
-    module_loading: str = "lazy"
-    unknowns: list = field(default_factory=list)  # [{name, expected_bytes, upper_bytes, source, counter}]
-    # -- where the replay capped at the card ran out (oom_event not None): the request that failed --
-    oom_iteration: int | None = None
-    oom_phase: str = ""
-    oom_module: str = ""  # innermost module running ("" outside any module)
-    oom_op: str = ""  # the ATen op whose allocation failed
-    oom_request_bytes: int = 0  # the storage it asked for
-    oom_allocated_bytes: int = 0  # allocated (live blocks) when it asked
-    oom_reserved_bytes: int = 0  # reserved (segments) when it asked, after releasing cached blocks
-    allocator_budget_bytes: int = 0  # what the caching allocator may reserve: capacity - expected context
-    # reserved bytes after every event of the replay the peaks come from (uncapped if the capped one ran out):
-    # the HTML timeline's reserved line (analysis/timeline.py add_reserved); not part of the JSON device record
-    reserved_after: list[int] = field(default_factory=list, repr=False)
 
 
 @dataclass

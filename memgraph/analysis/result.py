@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from memgraph.analysis.device import DevicePeaks
+
 # 2: module rows at every path with all Totals fields; ops without graph_nodes.
 # 3: top-level required_bytes, required_bytes_upper, fits, fits_with_margin, gpu, unknowns (cuda target);
 #    device carries each peak's upper end and the context's assumption.
@@ -124,7 +126,7 @@ class Result:
     analysis_seconds: float
     versions: dict[str, str]
     notes: list[str] = field(default_factory=list)
-    device: dict | None = None  # cuda target: reserved and device-total peaks, fit (allocator/replay.py)
+    device: DevicePeaks | None = None  # cuda target: reserved and device-total peaks, fit (allocator/replay.py)
     modalities: list[ModalityRow] = field(default_factory=list)  # one row per modality group
     peak_modality: str = ""  # modality of the module running at the steady-state peak
     phase_peaks: list = field(default_factory=list)  # Peak of each phase of the last iteration, in order
@@ -147,5 +149,13 @@ class Result:
     # --config FILE: each value taken from the user's training config, and each ignored field that could matter
     job_config: list[str] = field(default_factory=list)
 
+    def __post_init__(self):
+        # a device record given as the dict it was before it was typed (tests and other branches of this round
+        # build Results that way): made the typed record, so every reader can use its fields
+        if self.device is not None and not isinstance(self.device, DevicePeaks):
+            self.device = DevicePeaks(**self.device)
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["device"] = None if self.device is None else self.device.to_dict()
+        return d

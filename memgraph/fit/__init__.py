@@ -72,7 +72,7 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: 
         progress.stage("your settings")
         yours = analyses.outcome(opts, "your settings")
         progress.done(f"your settings: {summary(yours)}")
-        report = FitReport(model, yours.result.device["gpu_name"], yours.capacity, yours, solve, None, "")
+        report = FitReport(model, yours.result.device.gpu_name, yours.capacity, yours, solve, None, "")
         report.why = why_lines(yours, analyses.traces[trace_key(opts)], getattr(spec.config, "vocab_size", None))
         if solve == "batch-size":
             _solve_batch(analyses, opts, yours, report, progress)

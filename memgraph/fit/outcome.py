@@ -36,11 +36,11 @@ def outcome_of(label: str, opts: TrainingOptions, result, seconds: float, cost: 
                how: str = "traced") -> Outcome:
     """The :class:`Outcome` of an analysis ``result`` (cuda target) of ``opts``."""
     d = result.device
-    total = d["steady_state_device_total"]
-    upper = d.get("steady_state_device_total_upper") or total
-    fits = bool(d["fits"])
-    return Outcome(label, opts, result.steady_state_peak.bytes, total, max(upper, total), d["capacity_bytes"],
-                   fits, bool(d.get("fits_with_margin", fits)) and fits, seconds, cost, result, tuple(changes), how)
+    total = d.steady_state_device_total
+    upper = d.steady_state_device_total_upper or total
+    fits = bool(d.fits)
+    return Outcome(label, opts, result.steady_state_peak.bytes, total, max(upper, total), d.capacity_bytes,
+                   fits, bool(d.fits_with_margin) and fits, seconds, cost, result, tuple(changes), how)
 
 
 def failed(label: str, opts: TrainingOptions, capacity: int, reason: str, changes=()) -> Outcome:

@@ -30,6 +30,7 @@ import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.notes import Note
 
 ALL_LINEAR = "all-linear"  # PEFT's preset (peft/tuners/tuners_utils.py INCLUDE_LINEAR_LAYERS_SHORTHAND)
 
@@ -97,8 +98,9 @@ def finetuning_notes(model: torch.nn.Module, optimizer) -> list[str]:
     adapters = adapter_parameter_names(model)
     if adapters:
         count = sum(p.numel() for n, p in model.named_parameters() if ".lora_" in n)
-        notes.append(f"LoRA: {len(adapters)} adapter tensors ({count:,} parameters) from PEFT's get_peft_model; "
-                     "every other parameter frozen; " + _adapter_dtype_note(model))
+        notes.append(Note("LoRA: {tensors} adapter tensors ({parameters:,} parameters) from PEFT's get_peft_model; "
+                          "every other parameter frozen; {dtypes}", per_layer=("tensors", "parameters"),
+                          tensors=len(adapters), parameters=count, dtypes=_adapter_dtype_note(model)))
     notes += quantize_notes(model)
     if hasattr(optimizer, "describe"):
         notes.append(optimizer.describe())

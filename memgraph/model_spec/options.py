@@ -506,8 +506,8 @@ class TrainingOptions:
     # -- tracing speed (memgraph/trace/shortcuts/depth_run.py) --
     depth_synthesis: str = option(
         "auto", "--depth-synthesis",
-        "`auto`: a model with 10 or more repeated layers is traced at 3 and 4 layers (and 2 when its notes count "
-        "calls) and the full depth is synthesized by repeating one layer, after checking that this reproduces the "
+        "`auto`: a model with 10 or more repeated layers is traced at 3 and 4 layers (and 2 when a note whose "
+        "words carry its numbers differs) and the full depth is synthesized by repeating one layer, after checking that this reproduces the "
         "4-layer trace exactly (any difference: the full trace, with a note); `off`: always trace every layer",
         choices=DEPTH_SYNTHESIS, analyze_only=True)
 

@@ -61,6 +61,7 @@ import torch
 from memgraph.errors import MemgraphError
 from memgraph.facts.bitsandbytes import MODELLED_BNB_VERSION, has_fused_4bit_gemm, matmul4bit_keeps_input
 from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
+from memgraph.notes import Note
 
 BLOCKSIZE = 64  # BitsAndBytesConfig bnb_4bit_blocksize default / functional.quantize_4bit blocksize=64
 NESTED_BLOCKSIZE = 256  # quantize_4bit: quantize_blockwise(_absmax - offset, blocksize=256)
@@ -294,11 +295,12 @@ def quantize_base_linears(model: torch.nn.Module, opts: TrainingOptions) -> list
 def quantize_notes(model: torch.nn.Module) -> list[str]:
     int8 = sum(isinstance(m, Linear8bitLtStandIn) for m in model.modules())
     if int8:
-        return [f"--quantize 8bit: {int8} linear weights stored as bitsandbytes 0.50.1 LLM.int8 (int8 weight, float32 "
-                f"row statistics); forward quantises each input to int8 with threshold {LLM_INT8_THRESHOLD} and finds "
+        return [Note("--quantize 8bit: {weights} linear weights stored as bitsandbytes 0.50.1 LLM.int8 (int8 weight, float32 "
+                "row statistics); forward quantises each input to int8 with threshold {threshold} and finds "
                 "no outlier column (outliers are data: each adds a column of the input and of the weight, and any "
                 "adds a second output from addmm); the layer input is kept for backward, which dequantises the "
-                "weight (model_spec/quantize.py)"]
+                "weight (model_spec/quantize.py)", per_layer=("weights",), weights=int8,
+                threshold=LLM_INT8_THRESHOLD)]
     layers = [m for m in model.modules() if isinstance(m, Linear4bitStandIn)]
     if not layers:
         return []
@@ -309,17 +311,19 @@ def quantize_notes(model: torch.nn.Module) -> list[str]:
              f"{BLOCKSIZE} and the code table as buffers)")
     version = layers[0].bnb_version
     release = "0.50.1" if version == MODELLED_BNB_VERSION else version
-    notes = [f"--quantize {flag}: {len(layers)} linear weights stored as bitsandbytes {release} NF4 {stats}; "
-             "forward and backward allocate the dequantised weight as bitsandbytes' gemm_4bit fallback and "
-             "MatMul4Bit.backward do (model_spec/quantize.py)"]
+    notes = [Note("--quantize {flag}: {weights} linear weights stored as bitsandbytes {release} NF4 {stats}; "
+                  "forward and backward allocate the dequantised weight as bitsandbytes' gemm_4bit fallback and "
+                  "MatMul4Bit.backward do (model_spec/quantize.py)", per_layer=("weights",), flag=flag,
+                  weights=len(layers), release=release, stats=stats)]
     if matmul4bit_keeps_input(version):
         notes.append(f"--bnb-version {version}: MatMul4Bit keeps each quantised layer's input that requires grad "
                      "(ctx.tensors = (A, B), dropped in bitsandbytes 0.44) until the step's graph is freed, not only "
                      "until its backward runs (facts/bitsandbytes.py)")
     calls = sum(m.heuristic_calls for m in layers)
     if calls:
-        notes.append(f"--quantize {flag}: {calls} forward matmuls have {CUSTOM_FLOOR_M} < rows <= {CUSTOM_MAX_M}, where "
-                     "bitsandbytes picks its fused kernel or the dequantise + F.linear fallback by GPU architecture "
-                     "(_gemm_4bit_use_custom_cuda, not modelled): counted as the fallback, an upper bound by one "
-                     "dequantised weight")
+        notes.append(Note("--quantize {flag}: {calls} forward matmuls have {floor} < rows <= {top}, where "
+                          "bitsandbytes picks its fused kernel or the dequantise + F.linear fallback by GPU "
+                          "architecture (_gemm_4bit_use_custom_cuda, not modelled): counted as the fallback, an upper "
+                          "bound by one dequantised weight", per_layer=("calls",), flag=flag, calls=calls,
+                          floor=CUSTOM_FLOOR_M, top=CUSTOM_MAX_M))
     return notes

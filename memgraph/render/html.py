@@ -177,7 +177,7 @@ def _stack(p: Peak) -> str:
 def _timeline(r: Result) -> str:
     if not r.timeline:
         return '<section id="timeline-section"><h2>Memory timeline</h2><p class="muted">No timeline recorded.</p></section>'
-    fit = "".join(f'<p class="fit {"yes" if r.device["fits"] else "no"}">{_e(line)}</p>'
+    fit = "".join(f'<p class="fit {"yes" if r.device.fits else "no"}">{_e(line)}</p>'
                   for line in sections.fit_lines(r.device)) if r.device else ""
     return f'<section id="timeline-section"><h2>Memory timeline</h2>{fit}{timeline_figure(r)}</section>'
 

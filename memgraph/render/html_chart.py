@@ -78,7 +78,7 @@ def chart_of(r: Result) -> Chart:
     seen = {c for col in columns for c in col.by_category}
     order = [c.value for c in ORDER] + [UNATTRIBUTED]
     categories = [c for c in order if c in seen] + sorted(seen - set(order))
-    capacity = r.device["capacity_bytes"] if r.device else None
+    capacity = r.device.capacity_bytes if r.device else None
     chart = Chart(columns, categories, columns[0].start, max(p.event for p in r.timeline) + 1, capacity)
     highest = max([c.bytes for c in columns] + [c.reserved or 0 for c in columns] + [1])
     shown_capacity = capacity if capacity and capacity <= 2 * highest else 0  # a far-off capacity is named, not drawn

@@ -166,7 +166,7 @@ def _right_labels(sc: Scale, r: Result, chart: Chart) -> str:
     x = W - RIGHT + 8
     items = []
     if chart.capacity:
-        name = r.device.get("gpu_name", "GPU") if r.device else "GPU"
+        name = r.device.gpu_name if r.device else "GPU"
         off = chart.capacity > chart.top  # more than twice the highest point: named at the top, not drawn
         items.append(Label(x - 7, sc.y(chart.capacity), f"capacity {human_bytes(chart.capacity)}" + (" \u2191" if off else ""),
                            CAPACITY_COLOR, "above the scale" if off else _short_gpu(name), size=12,
@@ -254,7 +254,7 @@ def _line_boxes(sc: Scale, chart: Chart) -> list[tuple[float, float, float, floa
 
 def _oom(sc: Scale, r: Result, chart: Chart) -> tuple[str, list]:
     """A red line where the capped replay ran out, if on the chart, and its label's box (for the others to avoid)."""
-    ev = (r.device or {}).get("oom_event")
+    ev = r.device.oom_event if r.device else None
     if ev is None or not chart.first_event <= ev < chart.end_event:
         return "", []
     x, text = sc.x(ev), f"out of memory here (event {ev:,})"
@@ -307,7 +307,7 @@ def caption(r: Result, chart: Chart) -> str:
 
 def _oom_words(r: Result, chart: Chart) -> str:
     """Where the capped replay ran out, in words, and what the reserved line then shows."""
-    ev = (r.device or {}).get("oom_event")
+    ev = r.device.oom_event if r.device else None
     if ev is None:
         return ""
     before = [p for p in r.timeline if p.event <= ev]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memgraph.analysis.device import DevicePeaks
 from memgraph.analysis.group_by import at_depth, fold_repeated, tensor_groups
 from memgraph.analysis.result import Peak, Result
 from memgraph.units import human_bytes, share
@@ -77,37 +78,37 @@ def _checkpointing(r: Result) -> str:
 def device_lines(r: Result) -> list[str]:
     """The three peaks of the cuda target, each with its counter and upper end; the context's assumption; the fit."""
     d = r.device
-    conf = f", PYTORCH_CUDA_ALLOC_CONF={d['allocator_options']}" if d["allocator_options"] else ""
-    context = "estimated" if d["context_estimated"] else "given"
+    conf = f", PYTORCH_CUDA_ALLOC_CONF={d.allocator_options}" if d.allocator_options else ""
+    context = "estimated" if d.context_estimated else "given"
     lines = [
         "",
-        f"On {d['gpu_name']} ({human_bytes(d['capacity_bytes'])}{conf}), steady state:",
-        f"  allocated     {human_bytes(r.steady_state_peak.bytes):>12}  up to {human_bytes(d['allocated_upper']):>12}  "
+        f"On {d.gpu_name} ({human_bytes(d.capacity_bytes)}{conf}), steady state:",
+        f"  allocated     {human_bytes(r.steady_state_peak.bytes):>12}  up to {human_bytes(d.allocated_upper):>12}  "
         "torch.cuda.max_memory_allocated",
-        f"  reserved      {human_bytes(d['steady_state_reserved']):>12}  up to {human_bytes(d['reserved_upper']):>12}  "
-        f"torch.cuda.max_memory_reserved ({d['segments']} segments)",
-        f"  device total  {human_bytes(d['steady_state_device_total']):>12}  up to "
-        f"{human_bytes(d['steady_state_device_total_upper']):>12}  nvidia-smi (reserved + "
-        f"{human_bytes(d['context_bytes'])} CUDA context, {context})",
+        f"  reserved      {human_bytes(d.steady_state_reserved):>12}  up to {human_bytes(d.reserved_upper):>12}  "
+        f"torch.cuda.max_memory_reserved ({d.segments} segments)",
+        f"  device total  {human_bytes(d.steady_state_device_total):>12}  up to "
+        f"{human_bytes(d.steady_state_device_total_upper):>12}  nvidia-smi (reserved + "
+        f"{human_bytes(d.context_bytes)} CUDA context, {context})",
         interval_line(d, r.unknowns),
         *validated_lines(d),
-        f"CUDA context: {d['context_assumption']}"
-        + ("; --context-bytes replaces it with a measured figure" if d["context_estimated"] else ""),
+        f"CUDA context: {d.context_assumption}"
+        + ("; --context-bytes replaces it with a measured figure" if d.context_estimated else ""),
         *fit_lines(d),
     ]
     return lines
 
 
-def interval_line(d: dict, unknowns: list[dict]) -> str:
+def interval_line(d: DevicePeaks, unknowns: list[dict]) -> str:
     """``device total X, up to Y: <unknown> +a, <unknown> +b``; the terms add up to Y - X."""
-    total, upper = d["steady_state_device_total"], d["steady_state_device_total_upper"]
+    total, upper = d.steady_state_device_total, d.steady_state_device_total_upper
     terms = [(u["name"], u["upper_bytes"] - u["expected_bytes"]) for u in unknowns]
     allocated_slack = sum(u["upper_bytes"] - u["expected_bytes"] for u in unknowns if u["counter"] == "allocated")
-    block = d["unknowns_block_bytes"]
+    block = d.unknowns_block_bytes
     terms.append(("their own allocator segment, rounded up", block - allocated_slack if block else 0))
     # near capacity the expected (capped) replay may have released cached segments that the upper one keeps
     terms.append(("cached segments the expected replay released near capacity",
-                  d["reserved_upper"] - d["steady_state_reserved"] - block))
+                  d.reserved_upper - d.steady_state_reserved - block))
     terms = [(name, b) for name, b in terms if b]
     if not terms:
         return f"device total {human_bytes(total)}, no bounded unknowns: the upper end is the expected value"
@@ -115,48 +116,48 @@ def interval_line(d: dict, unknowns: list[dict]) -> str:
             + ", ".join(f"{name} +{human_bytes(b)}" for name, b in terms))
 
 
-def validated_lines(d: dict) -> list[str]:
+def validated_lines(d: DevicePeaks) -> list[str]:
     """The validated error band (validation/band.py): what published measurements of this kind showed."""
-    band = d.get("validated_band")
+    band = d.validated_band
     if not band:
         return []
     bands = [(c, b) for c, b in band["bands"].items() if b]
     if not bands:
         return [f"validated band: none yet for a {band['kind']} model; the margin is the bounded unknowns'"]
-    figures = {"allocated": d.get("allocated_validated_upper"), "reserved": d.get("reserved_validated_upper"),
-               "device total": d.get("steady_state_device_total_validated_upper")}
+    figures = {"allocated": d.allocated_validated_upper, "reserved": d.reserved_validated_upper,
+               "device total": d.steady_state_device_total_validated_upper}
     return [f"validated band ({band['kind']}): " + "; ".join(f"{c}: {b['sentence']}" for c, b in bands),
             "  so up to " + ", ".join(f"{c} {human_bytes(v)}" for c, v in figures.items() if v is not None)
             + " (a reported uncertainty, not applied to the prediction)"]
 
 
-def _margin_upper(d: dict) -> int:
+def _margin_upper(d: DevicePeaks) -> int:
     """The device-total upper end fits_with_margin compares: the higher of the bounded unknowns' and the band's."""
-    return max(d["steady_state_device_total_upper"], d.get("steady_state_device_total_validated_upper") or 0)
+    return max(d.steady_state_device_total_upper, d.steady_state_device_total_validated_upper or 0)
 
 
 FIT_HINT = ("what to change: `memgraph fit` with the same model and options finds the fewest changes that fit, "
             "each as a command to paste")
 
 
-def fit_lines(d: dict) -> list[str]:
-    cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], _margin_upper(d)
-    if d["fits_with_margin"]:
+def fit_lines(d: DevicePeaks) -> list[str]:
+    cap, total, upper = d.capacity_bytes, d.steady_state_device_total, _margin_upper(d)
+    if d.fits_with_margin:
         return [f"fits: yes, with margin: {human_bytes(cap - total)} headroom, "
                 f"{human_bytes(cap - upper)} at the upper end"]
-    if d["fits"]:
+    if d.fits:
         return [f"fits only if the unknowns stay near their expected values (upper end {human_bytes(upper)} > "
                 f"{human_bytes(cap)}); {human_bytes(cap - total)} headroom expected", FIT_HINT]
-    if d.get("oom_event") is None:
+    if d.oom_event is None:
         return [f"fits: NO, needs {human_bytes(total)} (up to {human_bytes(upper)}) of {human_bytes(cap)}", FIT_HINT]
     return [*oom_lines(d), FIT_HINT]
 
 
-def need_line(d: dict) -> str:
+def need_line(d: DevicePeaks) -> str:
     """What the step needs without the card's limit: the higher of the two reserved peaks, plus the context."""
-    cap, total, upper = d["capacity_bytes"], d["steady_state_device_total"], d["steady_state_device_total_upper"]
+    cap, total, upper = d.capacity_bytes, d.steady_state_device_total, d.steady_state_device_total_upper
     how = "reserved + CUDA context, the caching allocator replayed as if the card had no limit"
-    first = d["first_iteration_reserved"] + d["context_bytes"]
+    first = d.first_iteration_reserved + d.context_bytes
     if total >= first:
         return (f"needs {human_bytes(total)} (up to {human_bytes(upper)}) at the steady-state peak, "
                 f"{human_bytes(total - cap)} more than the card has: {how}")
@@ -169,29 +170,29 @@ PHASE_WORDS = {"forward": "the forward pass", "backward": "the backward pass", "
                "zero_grad": "zero_grad"}
 
 
-def oom_lines(d: dict) -> list[str]:
+def oom_lines(d: DevicePeaks) -> list[str]:
     """Where the caching allocator, capped at the card, raises out-of-memory, and what the step needs without the cap."""
-    cap = d["capacity_bytes"]
-    if d["oom_phase"] == "setup":
+    cap = d.capacity_bytes
+    if d.oom_phase == "setup":
         when = "before iteration 1, while the parameters and inputs are put on the card"
     else:
-        when = f"in {PHASE_WORDS.get(d['oom_phase'], d['oom_phase'])} of iteration {d['oom_iteration']}"
-    op = d["oom_op"].removesuffix(".default")
+        when = f"in {PHASE_WORDS.get(d.oom_phase, d.oom_phase)} of iteration {d.oom_iteration}"
+    op = d.oom_op.removesuffix(".default")
     where = ""
-    if d["oom_phase"] != "setup" and d["oom_module"]:
-        where = f", in {d['oom_module']}" + (f" ({op})" if op else "")
-    elif d["oom_phase"] != "setup" and op:
+    if d.oom_phase != "setup" and d.oom_module:
+        where = f", in {d.oom_module}" + (f" ({op})" if op else "")
+    elif d.oom_phase != "setup" and op:
         where = f", in {op} outside any module"
-    if d["allocator_budget_bytes"] <= 0:
-        budget = (f"and the card's {human_bytes(cap)} hold no more than the {human_bytes(d['context_bytes'])} CUDA "
+    if d.allocator_budget_bytes <= 0:
+        budget = (f"and the card's {human_bytes(cap)} hold no more than the {human_bytes(d.context_bytes)} CUDA "
                   "context alone: nothing can be reserved")
     else:
-        budget = (f"of the {human_bytes(d['allocator_budget_bytes'])} it may reserve ({human_bytes(cap)} less the "
-                  f"{human_bytes(d['context_bytes'])} CUDA context)")
+        budget = (f"of the {human_bytes(d.allocator_budget_bytes)} it may reserve ({human_bytes(cap)} less the "
+                  f"{human_bytes(d.context_bytes)} CUDA context)")
     return [
         f"fits: NO: the caching allocator runs out {when}{where}: it asks for "
-        f"{human_bytes(d['oom_request_bytes'])} with {human_bytes(d['oom_allocated_bytes'])} allocated and "
-        f"{human_bytes(d['oom_reserved_bytes'])} reserved, {budget}",
+        f"{human_bytes(d.oom_request_bytes)} with {human_bytes(d.oom_allocated_bytes)} allocated and "
+        f"{human_bytes(d.oom_reserved_bytes)} reserved, {budget}",
         need_line(d),
     ]
 

@@ -41,7 +41,8 @@ from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
 from memgraph.trace.record.recorder import Recorder
 from memgraph.trace.emulate.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
-from memgraph.trace.tracer import Trace, _host_type, _pack, _shadow_notes, _unpack, _workspace_of  # the tracer's
+from memgraph.trace.record.step_hooks import host_type, saved_tensor_hooks, workspace_of
+from memgraph.trace.tracer import Trace
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,8 @@ def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) ->
     start = time.perf_counter()
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
     recorder_type = DistributedRecorder if nproc > 1 else Recorder  # DTensors, DDP's bucket-index broadcast
-    rec = recorder_type(device_type="meta", host_type=_host_type(opts.target),
-                        workspace_of=_workspace_of(opts.target, runtime))
+    rec = recorder_type(device_type="meta", host_type=host_type(opts.target),
+                        workspace_of=workspace_of(opts.target, runtime))
     watch = LoopWatch(rec, opts.iterations)
     rec.on_op = watch.on_op if runtime is None else _both(runtime, watch.on_op)
     reads = ValueReads(frozenset({script}))
@@ -131,7 +132,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) ->
         stack.enter_context(MetaKernelFixes(opts.target))
         stack.enter_context(shadows)  # below the recorder: host data copied to the device keeps its values
         stack.enter_context(rec)
-        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack))
+        stack.enter_context(saved_tensor_hooks(rec))
         stack.enter_context(kernel_factory(opts.target, cc, kernel_stats)())
         stack.enter_context(ScriptDeviceMode(device, reads, watch.on_backward, lambda t: shadows.value(t) is not None))
         try:
@@ -151,7 +152,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) ->
     rec.close()
     trace = _trace(command, opts, rec, watch, stopped, time.perf_counter() - start,
                    notes=_notes(command, opts, watch, stopped, reads, kernel_stats, autocasts, skipped)
-                  + _shadow_notes(shadows) + world_notes(nproc, backends) + load_notes(loads),
+                  + shadows.notes() + world_notes(nproc, backends) + load_notes(loads),
                    unknowns=runtime.kernels.unknowns() if runtime is not None else [])
     return trace, {**_options(command, opts, watch, autocasts), "nproc": nproc}
 

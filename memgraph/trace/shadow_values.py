@@ -82,6 +82,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from memgraph.model_spec.multimodal_inputs import NO_ZERO  # declared fact: no element is exactly 0.0
+from memgraph.notes import Note
 from memgraph.private_api import (
     TorchDispatchMode,
     WeakIdKeyDictionary,
@@ -209,22 +210,30 @@ class ShadowValues(TorchDispatchMode):
         """The shadow of meta tensor ``t`` (None when it has none)."""
         return self._values.get(t) if _is_meta(t) else None
 
+    def notes(self) -> list[str]:
+        """Trace notes: how many value-dependent ops were answered from shadows, and what was assumed."""
+        answered = [Note("input values: {answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
+                         "indexing, ...) answered from the known values of the integer inputs (trace/shadow_values.py)",
+                         per_layer=("answered",), answered=self.answered)]
+        return (answered if self.answered else []) + self.assumption_notes()
+
     def assumption_notes(self) -> list[str]:
         """Trace notes for the values this mode assumed rather than knew."""
         notes = []
         if self.routed:
-            notes.append(f"routing: {self.routed} router top-k/argmax results without values given a balanced "
-                         "assignment (every expert the same number of tokens); the real routing depends on the "
-                         "weights (trace/shadow_values.py balanced_routing)")
+            notes.append(Note("routing: {routed} router top-k/argmax results without values given a balanced "
+                              "assignment (every expert the same number of tokens); the real routing depends on the "
+                              "weights (trace/shadow_values.py balanced_routing)", per_layer=("routed",),
+                              routed=self.routed))
         if self.guessed:
-            notes.append(f"guessed reads: {self.guessed} one-element bool tests of values the trace does not have "
-                         "answered True (e.g. activation-range checks); branches that allocate differently "
-                         "could differ (trace/shadow_values.py)")
+            notes.append(Note("guessed reads: {guessed} one-element bool tests of values the trace does not have "
+                              "answered True (e.g. activation-range checks); branches that allocate differently "
+                              "could differ (trace/shadow_values.py)", per_layer=("guessed",), guessed=self.guessed))
         for name, count in self.declared.items():
-            notes.append(f"assumed: every image is a real image, none is padding: {count} comparisons of {name} with 0 "
-                         f"answered from the recipe's fact that no element of {name} is 0.0 (a normalised real image; "
-                         "a processor's all-zero padding image would be dropped from the vision tower) "
-                         "(trace/shadow_values.py NO_ZERO)")
+            notes.append(Note("assumed: every image is a real image, none is padding: {count} comparisons of {name} "
+                              "with 0 answered from the recipe's fact that no element of {name} is 0.0 (a normalised "
+                              "real image; a processor's all-zero padding image would be dropped from the vision "
+                              "tower) (trace/shadow_values.py NO_ZERO)", per_layer=("count",), count=count, name=name))
         return notes
 
     def __len__(self) -> int:

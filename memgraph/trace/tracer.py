@@ -12,7 +12,6 @@ from memgraph.collector import paused_gc
 from memgraph.compiled import CompiledStep
 from memgraph.errors import MemgraphError
 from memgraph.facts.gpus import get_gpu
-from memgraph.facts.ops.registry import workspace_bytes
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.lora import finetuning_notes
 from memgraph.model_spec.modality import module_modalities
@@ -20,6 +19,7 @@ from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import AUTOCAST_DTYPE, PRECISION_DTYPE_NAME, TrainingOptions
 from memgraph.model_spec.quantize import parameters_per_element
 from memgraph.model_spec.sources import ModelSpec
+from memgraph.notes import Note
 from memgraph.private_api import grad_scaler_state
 from memgraph.step.activation_offload import OffloadEmulation
 from memgraph.trace.emulate.autocast_emulation import (
@@ -39,12 +39,12 @@ from memgraph.step.layerdrop import every_layer_runs, layerdrop_note
 from memgraph.trace.record.module_tracking import ModuleStack
 from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
 from memgraph.trace.record.recorder import Recorder
+from memgraph.trace.record.step_hooks import host_type, saved_tensor_hooks, workspace_of
 from memgraph.trace.emulate.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.model_errors import model_failures
 from memgraph.trace.shadow_values import ShadowValues
 from memgraph.step import build_step
 from memgraph.step.optimizer_in_backward import OptimizerInBackward
-from memgraph.units import human_bytes
 from memgraph.model_spec.kinds import model_kind
 
 
@@ -99,8 +99,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
 
     modules = ModuleStack(model)
     runtime = CudaRuntime(get_gpu(opts.gpu)) if opts.target == "cuda" else None
-    rec = run.recorder_type(module_of=lambda: modules.current, device_type=device, host_type=_host_type(opts.target),
-                            workspace_of=_workspace_of(opts.target, runtime), on_op=runtime)
+    rec = run.recorder_type(module_of=lambda: modules.current, device_type=device, host_type=host_type(opts.target),
+                            workspace_of=workspace_of(opts.target, runtime), on_op=runtime)
     run.attach(rec)
     progress.watch(rec.log)
     progress.stage("tracing")
@@ -136,7 +136,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
     bounds = []
     fixes = MetaKernelFixes(opts.target)  # below the recorder: meta kernels corrected to the target's (MoE, conv)
     with fused_on_meta(), every_layer_runs(model) as dropped, compiled.modules(modules) if compiled else modules, values, fixes, rec, \
-            torch.autograd.graph.saved_tensors_hooks(_pack(rec), _unpack), \
+            saved_tensor_hooks(rec), \
             (compiled.context() if compiled else contextlib.nullcontext()):  # rec on top of values
         for it in range(1, opts.iterations + 1):
             rec.iteration = it
@@ -160,7 +160,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
         trainable_parameter_count=sum(_numel(p, opts.quantize) for p in params if p.requires_grad),
         batch=[s.describe() for s in batch_spec.inputs], optimizer_impl=step.optimizer_impl,
         seconds=time.perf_counter() - start, trainable_sids=trainable_sids, modalities=module_modalities(model),
-        notes=(list(batch_spec.notes) + _emulation_notes(opts, kernel_stats, autocast_stats, scaler) + _shadow_notes(shadows)
+        notes=(list(batch_spec.notes) + _emulation_notes(opts, kernel_stats, autocast_stats, scaler) + shadows.notes()
                + finetuning_notes(model, optimizer) + layerdrop_note(dropped)
                + (kv_cache.notes() if opts.loop == "plain" else []) + run.notes()
                + (offload.notes(opts.iterations) if offload else []) + (compiled.notes() if compiled else [])),
@@ -174,22 +174,6 @@ def _numel(p: torch.nn.Parameter, quantize: str | None = None) -> int:
     """A parameter's count of the model's parameters; DeepSpeed ZeRO-3 leaves an empty tensor and the count in
     ``ds_numel``; a packed 4-bit weight holds two per stored byte (model_spec/quantize.py parameters_per_element)."""
     return getattr(p, "ds_numel", None) or p.numel() * parameters_per_element(quantize, str(p.dtype).removeprefix("torch."))
-
-
-def _host_type(target: str) -> str | None:
-    """The host device whose tensors are device memory too: on the cpu target the device is the host, so tensors
-    the model makes on the CPU (LongT5's local-attention masks, AdamW's for-loop ``step`` counters) count; on the
-    cuda target host tensors are not device memory."""
-    return "cpu" if target == "cpu" else None
-
-
-def _workspace_of(target: str, runtime: CudaRuntime | None):
-    """The recorder's ``workspace_of``: the op registry's per-target workspaces; on the cuda target it also
-    hands the op to the runtime model, whose ``on_op`` hook allocates the buffers CUDA kernels take inside
-    the op and the cuBLAS workspaces (trace/emulate/cuda_library_workspaces.py)."""
-    if runtime is None:
-        return lambda op, a, k, out: workspace_bytes(op, target, a, k, out)
-    return lambda op, a, k, out: workspace_bytes(op, target, a, k, out) + runtime.workspace_of(op, a, k, out)
 
 
 def _forward_emulation(opts: TrainingOptions, device: str):
@@ -232,12 +216,6 @@ def _emulation_notes(opts: TrainingOptions, kernel_stats: KernelStats, autocast_
     return notes
 
 
-def _shadow_notes(shadows: ShadowValues) -> list[str]:
-    notes = [f"input values: {shadows.answered} value-dependent ops (.item(), .tolist(), nonzero, boolean "
-             "indexing, ...) answered from the known values of the integer inputs (trace/shadow_values.py)"]
-    return (notes if shadows.answered else []) + shadows.assumption_notes()
-
-
 def _parameter_owners(model: torch.nn.Module) -> dict[int, str]:
     """id(parameter) -> path of the first module that owns it."""
     owners: dict[int, str] = {}
@@ -258,22 +236,6 @@ def _register_existing(rec: Recorder, model: torch.nn.Module, batch: tuple[tuple
     for name, t in [(f"input {i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
         if isinstance(t, torch.Tensor):
             rec.register(t, Origin.INPUT, name)
-
-
-def _pack(rec: Recorder):
-    def pack(t):
-        rec.mark_saved(t)
-        # Keep an alias without grad_fn, as autograd's own SavedVariable does: a saved *output*
-        # kept with its grad_fn makes node -> saved tensor -> grad_fn -> node, a cycle through C++
-        # that is never collected, so a branch backward never runs (LLaVA's unused last vision
-        # layer) would keep its activations alive where a plain loop frees them after forward.
-        return t.detach() if t.grad_fn is not None else t
-
-    return pack
-
-
-def _unpack(t):
-    return t
 
 
 class _KVCacheWatch:
@@ -302,10 +264,10 @@ class _KVCacheWatch:
     def notes(self) -> list[str]:
         if not self.bytes:
             return []
-        return [f"KV cache: the model's config has use_cache=True, so each forward also builds a key/value cache "
-                f"({human_bytes(self.bytes)}); the outputs the loop holds keep it alive after backward, through the "
-                "optimizer step. Calling the model with use_cache=False, or keeping only the loss (--loop trainer), "
-                "frees it with the other activations"]
+        return [Note("KV cache: the model's config has use_cache=True, so each forward also builds a key/value cache "
+                     "({bytes:bytes}); the outputs the loop holds keep it alive after backward, through the optimizer "
+                     "step. Calling the model with use_cache=False, or keeping only the loss (--loop trainer), frees "
+                     "it with the other activations", per_layer=("bytes",), bytes=self.bytes)]
 
 
 def _tensors_in(obj, depth: int = 4):

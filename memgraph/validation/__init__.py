@@ -81,9 +81,9 @@ def predict_record(record: dict) -> dict[str, int | None]:
         opts[key] = () if value is None else tuple(value) if isinstance(value, list) else value
     options = TrainingOptions(**{**opts, "target": record["device"]})
     r = analyze(record["model"], options)
-    device = r.device or {}
-    return {"allocated": r.steady_state_peak.bytes, "reserved": device.get("steady_state_reserved"),
-            "device_total": device.get("steady_state_device_total")}
+    d = r.device
+    return {"allocated": r.steady_state_peak.bytes, "reserved": d.steady_state_reserved if d else None,
+            "device_total": d.steady_state_device_total if d else None}
 
 
 def _summary(record_options: dict) -> str:

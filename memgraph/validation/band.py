@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from memgraph.analysis.device import DevicePeaks
+
 MIN_ROWS = 5  # fewer rows of a kind than this: the band over every kind of the counter
 DEFINITION = ("validated band: over the published measurements of this counter and kind of model (reports/published.md), "
               "the lowest and highest real / predicted - 1; its upper figure is the prediction times (1 + the highest, "
@@ -88,18 +90,19 @@ def band(rows: list[BandRow], counter: str, kind: str) -> Band | None:
     return None
 
 
-def validated_figures(kind: str, device: dict, allocated: int, rows: list[BandRow] | None = None) -> dict:
-    """The validated upper figure of each counter for a cuda prediction (``device``: DevicePeaks as a dict), with
-    the bands behind them; ``None`` figures where no band exists."""
+def validated_figures(kind: str, device: DevicePeaks, allocated: int, rows: list[BandRow] | None = None) -> dict:
+    """The validated upper figure of each counter for a cuda prediction (``device``: its DevicePeaks, or any object
+    with the four figures read here as attributes), with the bands behind them; ``None`` figures where no band
+    exists."""
     rows = stored_rows() if rows is None else rows
     bands = {c: band(rows, c, kind) for c in ("allocated", "reserved", "device_total")}
     alloc = bands["allocated"].upper(allocated) if bands["allocated"] else None
-    reserved, total = device["steady_state_reserved"], device["steady_state_device_total"]
+    reserved, total = device.steady_state_reserved, device.steady_state_device_total
     # reserved: its own band, and at least the bytes the allocated band adds (they go through the allocator too)
     res = max(([bands["reserved"].upper(reserved)] if bands["reserved"] else [])
               + ([reserved + (alloc - allocated)] if alloc is not None else []), default=None)
     # device total: its own band, and at least that reserved figure + what today's upper end has above reserved
-    above_reserved = device["steady_state_device_total_upper"] - device["reserved_upper"]
+    above_reserved = device.steady_state_device_total_upper - device.reserved_upper
     total_v = max(([bands["device_total"].upper(total)] if bands["device_total"] else [])
                   + ([res + above_reserved] if res is not None else []), default=None)
     return {"kind": kind, "definition": DEFINITION,
@@ -132,14 +135,14 @@ def add_validated_band(result, kind: str, rows: list[BandRow] | None = None) -> 
     the higher of the two device-total upper ends where a band exists (``margin_basis`` says which)."""
     d = result.device
     v = validated_figures(kind, d, result.steady_state_peak.bytes, rows)
-    d.update({k: v[k] for k in FIGURES})
-    d["validated_band"] = {k: v[k] for k in ("kind", "definition", "bands")}
-    total = v["steady_state_device_total_validated_upper"]
+    d.allocated_validated_upper, d.reserved_validated_upper = v["allocated_validated_upper"], v["reserved_validated_upper"]
+    d.steady_state_device_total_validated_upper = total = v["steady_state_device_total_validated_upper"]
+    d.validated_band = {k: v[k] for k in ("kind", "definition", "bands")}
     if total is None:
-        d["margin_basis"] = "bounded unknowns (no validated band for this kind)"
+        d.margin_basis = "bounded unknowns (no validated band for this kind)"
     else:
-        d["margin_basis"] = "validated band and bounded unknowns, the higher"
-        d["fits_with_margin"] = bool(d["fits_with_margin"]) and total <= d["capacity_bytes"]
-    result.fits_with_margin = d["fits_with_margin"]
+        d.margin_basis = "validated band and bounded unknowns, the higher"
+        d.fits_with_margin = bool(d.fits_with_margin) and total <= d.capacity_bytes
+    result.fits_with_margin = d.fits_with_margin
     result.required_bytes_validated_upper = total
-    result.margin_basis = d["margin_basis"]
+    result.margin_basis = d.margin_basis

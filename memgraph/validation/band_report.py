@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 from memgraph.validation.band import MIN_ROWS, BandRow, band, validated_figures
 
@@ -40,7 +41,7 @@ def _validated(e, rows: list[BandRow]) -> int | None:
                                       "steady_state_device_total_upper", "reserved_upper")}
     if None in device.values():
         return None
-    return validated_figures(e.kind, device, figures["allocated"], rows)[VALIDATED_KEY[e.row.counter]]
+    return validated_figures(e.kind, SimpleNamespace(**device), figures["allocated"], rows)[VALIDATED_KEY[e.row.counter]]
 
 
 def margins(evaluations) -> list[dict]:

@@ -218,17 +218,18 @@ def predict_with_upper(model: str, options: TrainingOptions, counter: str) -> tu
     from memgraph.api import analyze
 
     result = analyze(model, options)
-    device = result.device or {}
+    device = result.device
     if counter == "allocated":
         value = result.steady_state_peak.bytes
     else:
         key = {"reserved": "steady_state_reserved", "device_total": "steady_state_device_total"}[counter]
-        if device.get(key) is None:
+        if device is None:
             raise MemgraphError(f"no {counter} prediction for {model}: the cuda target is needed")
-        value = device[key]
-    kind = (device.get("validated_band") or {}).get("kind", "other")
-    figures = {"allocated": result.steady_state_peak.bytes, **{k: device.get(k) for k in FIGURES}}
-    return value, device.get(UPPER_KEY[counter], value), kind, figures
+        value = getattr(device, key)
+    kind = ((device.validated_band if device else None) or {}).get("kind", "other")
+    figures = {"allocated": result.steady_state_peak.bytes, **{k: getattr(device, k, None) for k in FIGURES}}
+    upper = getattr(device, UPPER_KEY[counter], None) if device else None
+    return value, value if upper is None else upper, kind, figures
 
 
 def evaluate(row: PublishedRow) -> Evaluation:

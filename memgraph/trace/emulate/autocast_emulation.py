@@ -87,6 +87,7 @@ from memgraph.facts.autocast_policy import (
     PROMOTE_OPS,
     autocast_policy,
 )
+from memgraph.notes import Note
 from memgraph.private_api import (
     BINDING_NAMESPACES,
     TENSOR_BINDINGS,
@@ -172,17 +173,18 @@ class AutocastStats:
     regions: int = 0
     on_cache: Callable[[torch.Tensor], None] | None = None  # told of every weight copy put in the cache
 
-    def describe(self) -> str:
-        name = str(self.dtype).removeprefix("torch.")
-        parts = [f"{self.ops[p]} {p}" for p in ("lower_precision_fp", "fp32", "fp32_set_opt_dtype",
-                                                  "fp32_append_dtype", "promote") if self.ops[p]]
-        return (
-            f"autocast: emulated torch.autocast('cuda', dtype={name}) with PyTorch's CUDA op policy "
-            f"over {self.regions} region(s): ops {', '.join(parts) or 'none'}; "
-            f"{self.casts['lower']} casts to {name}, {self.casts['fp32']} to float32, "
-            f"{self.casts['promote']} by promotion; weight-cast cache: {self.cached} parameter copies made, "
-            f"{self.cache_hits} reuses"
-        )
+    def describe(self) -> Note:
+        policies = [p for p in ("lower_precision_fp", "fp32", "fp32_set_opt_dtype", "fp32_append_dtype", "promote")
+                    if self.ops[p]]
+        counts = {**{f"ops_{p}": self.ops[p] for p in policies}, "lower": self.casts["lower"],
+                  "fp32": self.casts["fp32"], "promote": self.casts["promote"], "cached": self.cached,
+                  "cache_hits": self.cache_hits}
+        ops = ", ".join(f"{{ops_{p}}} {p}" for p in policies) or "none"
+        return Note(
+            "autocast: emulated torch.autocast('cuda', dtype={name}) with PyTorch's CUDA op policy "
+            "over {regions} region(s): ops " + ops + "; {lower} casts to {name}, {fp32} to float32, "
+            "{promote} by promotion; weight-cast cache: {cached} parameter copies made, {cache_hits} reuses",
+            per_layer=tuple(counts), name=str(self.dtype).removeprefix("torch."), regions=self.regions, **counts)
 
 
 def _eligible(t, device_type: str) -> bool:

@@ -64,6 +64,7 @@ from memgraph.facts.sdpa_backend import (
     choose_sdpa_backend,
     transformers_attention_backend,
 )
+from memgraph.notes import Note
 from memgraph.private_api import DROPOUT_BINDING as DROPOUT
 from memgraph.private_api import SDPA_BINDING as SDPA
 from memgraph.private_api import (
@@ -93,11 +94,13 @@ class KernelStats:
         over = "traced into the compiled graphs" if compiled else f"over {iterations} iterations"
         for (backend, dtype, head_dim, detail), n in sorted(self.sdpa.items()):
             extra = f", {detail}" if detail else ""
-            notes.append(f"SDPA: {backend} kernel ({dtype}, head_dim {head_dim}, {self.where}{extra}) "
-                         f"x {n} calls {over}")
+            notes.append(Note("SDPA: {backend} kernel ({dtype}, head_dim {head_dim}, {where}{extra}) x {calls} calls "
+                              "{over}", per_layer=("calls",), backend=backend, dtype=dtype,
+                              head_dim=head_dim, where=self.where, extra=extra, calls=n, over=over))
         if self.dropout:
-            notes.append(f"dropout: fused native_dropout kernel (bool mask saved, as on CUDA) x {self.dropout} calls"
-                         + (" traced into the compiled graphs" if compiled else ""))
+            notes.append(Note("dropout: fused native_dropout kernel (bool mask saved, as on CUDA) x {calls} calls{traced}",
+                              per_layer=("calls",), calls=self.dropout,
+                              traced=" traced into the compiled graphs" if compiled else ""))
         return notes
 
 

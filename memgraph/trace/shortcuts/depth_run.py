@@ -5,20 +5,23 @@
 ``BASE_DEPTH`` and ``BASE_DEPTH + 1`` layers, synthesizes ``BASE_DEPTH + 1`` layers from the shallower trace
 (:func:`memgraph.trace.shortcuts.depth.synthesize`) and compares it with the real one field by field; only when they are
 equal does it synthesize ``n`` layers. The trace's other fields follow the depth as a trace's do: parameter
-counts by one layer's parameters per layer, numbers in notes (SDPA call counts) checked affine in the depth
-on a third trace (``BASE_DEPTH - 1`` layers), everything else equal at both depths. Anything else, or any
-error, falls back to the full trace with one note saying why: the speed-up never changes a number.
+counts by one layer's parameters per layer; typed notes (:class:`memgraph.notes.Note`) by their per-layer
+counts (SDPA calls, autocast casts: what one more copy of the repeated layer adds, the same rule the verified
+synthesis of the log follows); everything else equal at both depths. A plain-``str`` note that differs between
+the two depths (a producer not yet typed) is read as text: its numbers are checked affine in the depth on a
+third trace (``BASE_DEPTH - 1`` layers) and moved along that line (:func:`_extrapolate_notes`). Anything else,
+or any error, falls back to the full trace with one note saying why: the speed-up never changes a number.
 
 Inside :func:`shared_notes_trace` (a batch sweep, memgraph/sweep.py, one per sequence length; a whole
 ``memgraph fit``, memgraph/fit/__init__.py) the
 ``BASE_DEPTH - 1``-layer trace, whose only use is its notes, is traced once per pair of notes at ``BASE_DEPTH``
 and ``BASE_DEPTH + 1`` layers; notes that passed the affinity check are reused by every later size with the
-same pair of strings. The notes at full depth are a function of the three lists of notes alone (the check and
-the extrapolation are string arithmetic, :func:`_extrapolate_notes`), and notes that pass the check with a given
-pair have their text and every number fixed by that pair (each number on the line through its two values). So
-a reused list gives the notes this size's own shallow trace gives, unless that trace's notes would fail the
-check (a separate analysis then falls back to the full trace; the sweep does not): the one case where a sweep
-and a separate analysis can differ, which tests/test_sweep.py's comparison of every size would show.
+same pair of strings. The notes at full depth are a function of the three lists of notes alone, and notes
+that pass the check with a given pair have their text and every number fixed by that pair (each number on the
+line through its two values). So a reused list gives the notes this size's own shallow trace gives, unless that
+trace's notes would fail the check (a separate analysis then falls back to the full trace; the sweep does not):
+the one case where a sweep and a separate analysis can differ, which tests/test_sweep.py's comparison of every
+size would show.
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ from contextvars import ContextVar
 from dataclasses import replace
 
 from memgraph.model_spec.depth import model_depth, with_depth
+from memgraph.notes import Note
 from memgraph.trace.shortcuts.depth import SynthesisError, _Layers, find_stack, synthesize
 from memgraph.trace.record.event_log import Origin
 from memgraph.trace.shortcuts.checks import first_difference
 
-BASE_DEPTH = 3  # traced depths 3 and 4 (and 2 for the notes); layer 1 is repeated
+BASE_DEPTH = 3  # traced depths 3 and 4 (and 2 for plain-str notes that differ); layer 1 is repeated
 # synthesis only where it traces fewer layers than the model has: at most 2 + 3 + 4 = 9 are traced
 MIN_DEPTH = (BASE_DEPTH - 1) + BASE_DEPTH + (BASE_DEPTH + 1) + 1
 _SAME_AT_EVERY_DEPTH = ("batch", "optimizer_impl", "unknowns", "assumptions")
@@ -100,7 +104,7 @@ def _synthesized(spec, trace_at, depth: int):
             raise SynthesisError(f"the trace's {name} changes with the depth")
     traced = [b, b + 1]
     notes_from = {d: t.notes for d, t in shallow.items()}
-    if shallow[b].notes != shallow[b + 1].notes:  # numbers that follow the depth: checked on a third depth
+    if _text_differs(shallow[b].notes, shallow[b + 1].notes):  # numbers in words: checked on a third depth
         shared, key = _NOTES_BELOW.get(), (tuple(shallow[b].notes), tuple(shallow[b + 1].notes))
         if shared is not None and key in shared:  # a sweep: an earlier size's, verified with these same strings
             notes_from[b - 1] = list(shared[key])
@@ -135,13 +139,27 @@ def _synthesize_trace(shallow: dict, stack: str, b: int, depth: int, notes_from:
 _NUMBER = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+)")  # an integer, with thousands commas or without
 
 
+def _text_differs(a: list[str], b: list[str]) -> bool:
+    """Whether two depths' notes differ other than in typed notes (whose counts need no third trace)."""
+    return len(a) != len(b) or any(x != y and not (isinstance(x, Note) and isinstance(y, Note)) for x, y in zip(a, b))
+
+
 def _extrapolate_notes(notes: dict, lo: int, hi: int, depth: int) -> list[str]:
-    """The notes at ``depth``: each number that differs between the traces at ``lo`` and ``hi`` layers moved
-    along the line through them (SDPA call counts: calls per layer times layers)."""
+    """The notes at ``depth``: a typed note's per-layer counts moved along the line through the traces at ``lo``
+    and ``hi`` layers (:meth:`Note.at_depth`); in a plain-str note, each number that differs between them moved
+    along that line (SDPA call counts: calls per layer times layers)."""
     if len(notes[lo]) != len(notes[hi]):
         raise SynthesisError("the trace's notes change with the depth")
     out = []
     for a, b in zip(notes[lo], notes[hi]):
+        if isinstance(a, Note) or isinstance(b, Note):
+            if not (isinstance(a, Note) and isinstance(b, Note)):
+                raise SynthesisError("the trace's notes change with the depth")
+            try:
+                out.append(a.at_depth(b, lo, hi, depth))
+            except ValueError as e:
+                raise SynthesisError(str(e)) from None
+            continue
         pa, pb = _NUMBER.split(a), _NUMBER.split(b)  # "32,768" is one number
         if len(pa) != len(pb) or pa[::2] != pb[::2]:
             raise SynthesisError("the trace's notes change with the depth")
