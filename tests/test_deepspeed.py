@@ -146,6 +146,11 @@ def test_deepspeed_and_strategy_exclude_each_other():
 #   tiny-llama ZeRO-3, 1 rank: 4,082,081 / 4,486,185 B vs 4,082,093 / 4,486,185 B (nothing unreported)
 #   tiny-llama ZeRO-3, 2 ranks: 2,061,601 / 3,179,037 B vs rank 0 2,069,805 / 3,187,229 B (8,200 B unreported),
 #     rank 1 2,074,029 / 3,191,957 B (70,648 B unreported)
+#   tiny-llama ZeRO-3, 4 ranks: 1,562,641 / 2,370,845 B vs the same on ranks 1 and 2, rank 0 +20,480 / +20,480 B
+#     (32,896 B unreported), rank 3 +20,864 / +20,864 B (148,864 B unreported)
+#   tiny-gpt2 ZeRO-3, 2 ranks: 2,295,633 / 3,378,525 B vs rank 0 2,422,913 / 3,378,773 B (315,208 B unreported),
+#     rank 1 2,430,849 / 3,514,205 B (235,728 B unreported): the first iteration's 5.5% is inside the band only by
+#     the unreported bytes; which of them were alive at the peak is not known
 TOLERANCE = 0.02
 
 
