@@ -99,10 +99,13 @@ def fsdp(n: int) -> Candidate:
 
 def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progress: FitProgress,
                 max_gpus: int = max(FSDP_WORLD_SIZES)) -> list[Outcome]:
-    """Each applicable change analysed on your settings, ranked by device total (refused ones last); FSDP over
-    at most ``max_gpus`` GPUs (``fit --max-gpus``)."""
-    todo = [c for c in CANDIDATES if c.applies_to(opts)]
+    """Each applicable change analysed on your settings, ranked by device total (refused ones last); FSDP and
+    DeepSpeed ZeRO-2/3 (fit/zero.py) over at most ``max_gpus`` GPUs (``fit --max-gpus``)."""
+    from memgraph.fit.zero import zero_candidates  # fit/zero.py builds on Candidate
+
     sizes = [n for n in FSDP_WORLD_SIZES if n <= max_gpus]
+    todo = [c for c in CANDIDATES if c.applies_to(opts)] + (zero_candidates(opts, sizes)
+                                                           if not yours.fits_with_margin else [])
     with_fsdp = bool(sizes) and not yours.fits_with_margin and opts.strategy is None and fsdp(2).applies_to(opts)
     total = len(todo) + with_fsdp
     jobs = [(c.apply(opts), c.name, c.cost, c.changes) for c in todo]  # applies_to: apply() succeeds
