@@ -26,7 +26,11 @@ iteration has two figures: ``peak_allocated``, every thread's allocations as the
 ``peak_allocated_step_thread``, the allocations and frees made on the thread that ran the step (the one of
 the ``memgraph_iteration_*`` ranges), which leaves out the worker threads' collective buffers, deterministic
 from run to run. The second is what the prediction (collectives without gloo's staging) is compared with;
-the first exceeds it by at most the flat buffers the worker threads hold at once.
+the first exceeds it by at most the flat buffers the worker threads hold at once. Some of gloo's copies are
+made on the calling thread, inside the collective's op (``c10d::_reduce_scatter_base_`` clones its input,
+``c10d::_allgather_base_`` gathers into a buffer of its own: DeepSpeed's ZeRO-3 calls both); a third figure,
+``peak_allocated_step_thread_less_staging``, follows the step thread's allocations by address and leaves those
+out (what DeepSpeed's runs are compared with; tests/test_deepspeed.py).
 
 A second gloo effect makes a rank read high: frees the profiler never sees. A collective's Work holds its
 tensors (a functional all-reduce's output, an all-gather's output, a scatter's chunks); gloo's worker runs it
