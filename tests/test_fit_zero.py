@@ -12,10 +12,15 @@ pytest.importorskip("deepspeed")
 
 from memgraph.cli import build_parser, training_options  # noqa: E402
 from memgraph.fit.command import command_line  # noqa: E402
-from memgraph.fit.zero import CONFIGS, zero_candidates  # noqa: E402
+from memgraph.fit.candidates import zero_candidates  # noqa: E402
+from memgraph.fit.outcome import Outcome  # noqa: E402
+from memgraph.fit.zero import CONFIGS  # noqa: E402
 from memgraph.model_spec.options import TrainingOptions  # noqa: E402
 
 TINY = str(Path(__file__).parent / "configs" / "tiny-llama.json")
+# your settings as fit found them: not fitting (ZeRO is offered), and fitting (it is not)
+TOO_BIG = Outcome("your settings", TrainingOptions(), 2, 2, 2, 1, False, False, 0.0)
+FITS = Outcome("your settings", TrainingOptions(), 1, 1, 1, 2, True, True, 0.0)
 
 
 def _parsed(command: str) -> TrainingOptions:
@@ -25,7 +30,7 @@ def _parsed(command: str) -> TrainingOptions:
 
 def test_zero_changes_are_over_the_most_gpus_allowed_and_paste_back():
     opts = TrainingOptions(seq_len=512, batch_size=4, precision="bf16-mixed", gpu="a100-40gb")
-    offered = zero_candidates(opts, [2, 4])
+    offered = zero_candidates(opts, [2, 4], TOO_BIG)
     assert [c.name for c in offered] == ["DeepSpeed ZeRO-2 over 4 GPUs", "DeepSpeed ZeRO-3 over 4 GPUs"]
     for candidate, stage in zip(offered, (2, 3)):
         changed = candidate.apply(opts)
@@ -35,13 +40,14 @@ def test_zero_changes_are_over_the_most_gpus_allowed_and_paste_back():
 
 
 def test_zero_changes_respect_your_setup():
-    assert zero_candidates(TrainingOptions(), []) == []  # --max-gpus 1
+    assert zero_candidates(TrainingOptions(), [], TOO_BIG) == []  # --max-gpus 1
     fsdp = TrainingOptions(nproc=2, strategy="fsdp")
-    assert zero_candidates(fsdp, [2, 4, 8]) == []  # you already shard with FSDP
+    assert zero_candidates(fsdp, [2, 4, 8], TOO_BIG) == []  # you already shard with FSDP
     yours = TrainingOptions(nproc=2, deepspeed=CONFIGS[3])
-    [c] = zero_candidates(yours, [2, 4, 8])  # your own config, over more GPUs
+    assert zero_candidates(yours, [2, 4, 8], FITS) == []  # nothing to fix
+    [c] = zero_candidates(yours, [2, 4, 8], TOO_BIG)  # your own config, over more GPUs
     assert c.name == "your DeepSpeed config over 8 GPUs" and c.apply(yours).deepspeed == CONFIGS[3]
-    assert zero_candidates(replace(yours, nproc=8), [2, 4, 8]) == []  # already over 8: no change
+    assert zero_candidates(replace(yours, nproc=8), [2, 4, 8], TOO_BIG) == []  # already over 8: no change
 
 
 @pytest.mark.slow  # a fit of tiny-llama on a board sized below it, with two DeepSpeed analyses

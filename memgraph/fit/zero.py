@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from memgraph.fit.candidates import HARDWARE, Candidate
 from memgraph.model_spec.options import TrainingOptions
 
 CONFIGS = {stage: str(Path(__file__).resolve().parent.parent / "ds_engine" / f"zero{stage}.json") for stage in (2, 3)}
@@ -23,20 +22,19 @@ COSTS = {2: "needs {n} GPUs; DeepSpeed partitions gradients and optimizer state 
          0: "needs {n} GPUs; what is partitioned is your config's ZeRO stage"}
 
 
-def zero(n: int, stage: int, config: str | None = None) -> Candidate:
-    """DeepSpeed ZeRO-``stage`` over ``n`` GPUs with ``config`` (memgraph's default config of that stage)."""
+def zero(n: int, stage: int, config: str | None = None) -> tuple[str, tuple, str]:
+    """(name, TrainingOptions changes, cost) of DeepSpeed ZeRO-``stage`` over ``n`` GPUs with ``config`` (memgraph's
+    default config of that stage); fit/candidates.py makes it a Candidate of the more-GPUs tier."""
     name = f"DeepSpeed ZeRO-{stage} over {n} GPUs" if config is None else f"your DeepSpeed config over {n} GPUs"
-    return Candidate(name, (("nproc", n), ("deepspeed", config or CONFIGS[stage])), COSTS[stage].format(n=n),
-                     HARDWARE)
+    return name, (("nproc", n), ("deepspeed", config or CONFIGS[stage])), COSTS[stage].format(n=n)
 
 
-def zero_candidates(opts: TrainingOptions, sizes: list[int]) -> list[Candidate]:
+def zero_changes(opts: TrainingOptions, sizes: list[int]) -> list[tuple[str, tuple, str]]:
     """The ZeRO changes to try for ``opts`` over the most of ``sizes`` GPUs (none without DeepSpeed)."""
     if not sizes or opts.strategy is not None or importlib.util.find_spec("deepspeed") is None:
         return []
     n = max(sizes)
-    offered = [zero(n, 0, opts.deepspeed)] if opts.deepspeed else [zero(n, 2), zero(n, 3)]
-    return [c for c in offered if c.applies_to(opts)]
+    return [zero(n, 0, opts.deepspeed)] if opts.deepspeed else [zero(n, 2), zero(n, 3)]
 
 
-__all__ = ["CONFIGS", "zero", "zero_candidates"]
+__all__ = ["CONFIGS", "zero", "zero_changes"]
