@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--format", "-f", choices=("table", "json"), default="table",
                    help="table, or json for a scheduler (default table)")
     f.add_argument("--max-gpus", type=positive_int, default=8, metavar="N",
-                   help="multi-GPU changes (FSDP over 2, 4 or 8 GPUs) use at most N GPUs; 1: none (default 8, one node)")
+                   help="multi-GPU changes (FSDP over 2, 4 or 8 GPUs; DeepSpeed ZeRO-2/3 over the most, if installed) "
+                   "use at most N GPUs; 1: none (default 8, one node)")
     f.set_defaults(run=_fit)
 
     m = sub.add_parser("measure", help="run the same step for real and record the allocator's peaks (JSON)")

@@ -785,6 +785,43 @@ def kineto_events(prof) -> list:
     return prof.profiler.kineto_results.events()
 
 
+# allocation_events
+#   for: the distributed cpu ground truth (memgraph/measure/distributed.py) follows each allocation by its address
+#   (frees the profiler never reported; gloo's staging buffers by the collective that allocated them). Read from
+#   torch 2.13.0, torch/csrc/autograd/init.cpp (``_ProfilerResult.experimental_event_tree``) and
+#   torch/csrc/profiler/python/init.cpp (``_ProfilerEvent``: ``name``, ``start_time_ns``, ``end_time_ns``,
+#   ``start_tid``, ``children``, ``extra_fields``; ``_ExtraFields_Allocation``: ``ptr``, ``alloc_size``).
+@_guard("allocation_events", "torch", "torch 2.13.0, torch/csrc/profiler/python/init.cpp")
+def _check_allocation_events():
+    from torch._C._profiler import _ExtraFields_Allocation, _ProfilerEvent
+
+    return (_missing(_ExtraFields_Allocation, "ptr", "alloc_size")
+            or _missing(_ProfilerEvent, "name", "start_time_ns", "end_time_ns", "start_tid", "children",
+                        "extra_fields")
+            or _missing(torch._C._autograd._ProfilerResult, "experimental_event_tree"))
+
+
+def allocation_events(prof) -> tuple[list[tuple[int, int, int, int, tuple[str, ...]]], dict[str, tuple[int, int, int]]]:
+    """Of a finished ``torch.profiler.profile`` with memory events: every allocator event as (time in ns, address,
+    +bytes allocated / -bytes freed, thread, names of the ops around it, outermost first), in time order (stable);
+    and every op's (start, end, thread) by name (the last of a name wins)."""
+    require("allocation_events")
+    from torch._C._profiler import _ExtraFields_Allocation
+
+    events, ops = [], {}
+    stack = [(root, ()) for root in reversed(prof.profiler.kineto_results.experimental_event_tree())]
+    while stack:
+        event, outer = stack.pop()
+        if isinstance(event.extra_fields, _ExtraFields_Allocation):
+            events.append((event.start_time_ns, event.extra_fields.ptr, event.extra_fields.alloc_size,
+                           event.start_tid, outer))
+            continue
+        ops[event.name] = (event.start_time_ns, event.end_time_ns, event.start_tid)
+        stack.extend((child, (*outer, event.name)) for child in reversed(event.children))  # popped in order
+    events.sort(key=lambda e: e[0])
+    return events, ops
+
+
 # --------------------------------------------------------------------------------------------
 # torch.cuda.memory._record_memory_history / _dump_snapshot / _set_allocator_settings
 #   for: ``measure --snapshot`` (the allocator's history for pytorch.org/memory_viz) and
@@ -1244,7 +1281,7 @@ __all__ = [
     "ASSUMED_SCHEMAS", "BINDING_NAMESPACES", "DROPOUT_BINDING", "DisableTorchFunction", "GUARDS",
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
     "PrivateApiError", "SDPA_BINDING", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
-    "TorchDispatchMode", "WeakIdKeyDictionary", "body_without_torch_function_checks",
+    "TorchDispatchMode", "WeakIdKeyDictionary", "allocation_events", "body_without_torch_function_checks",
     "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",

@@ -253,6 +253,21 @@ def test_tiny_configs_have_no_unknown_ops(name, target):
     assert r.ops["unknown"] == {}
 
 
+def test_amax_and_amin_are_reductions_with_their_reduced_outputs():
+    # tests/fixtures/nets.py Shifted, x float32[4, 16]: y = up(x) [4, 32]; amax(y, -1, keepdim) [4, 1] = 16 B,
+    # amin(y, 0) [32] = 128 B, each one output in forward (their backward is eq/sum/div/mul, recorded as those ops)
+    from memgraph.api import analyze_traced
+    from memgraph.model_spec.options import TrainingOptions
+
+    result, trace = analyze_traced("tests.fixtures.nets:shifted", TrainingOptions(inputs=("x=float32[4,16]",),
+                                                                                   target="cpu"))
+    assert result.ops["unknown"] == {}
+    assert facts("aten.amax.default").family == facts("aten.amin.default").family == "reduction"
+    reduced = [(s.name, s.shape, s.nbytes, s.phase) for s in trace.log.storages
+               if s.iteration == 2 and s.name in ("aten.amax.default", "aten.amin.default")]
+    assert reduced == [("aten.amax.default", (4, 1), 16, "forward"), ("aten.amin.default", (32,), 128, "forward")]
+
+
 # -- the cpu target against the measurement -------------------------------------------------------
 # (the steady-state peaks of tiny-resnet, tiny-vit and tiny-clip with probing on are measured in
 # tests/test_cpu_ground_truth.py; this is the one configuration with probing off)

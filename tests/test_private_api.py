@@ -80,6 +80,8 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
     "suggest_memory_format": ("torch._prims_common", "suggest_memory_format",
                               lambda x: torch.contiguous_format, "suggest_memory_format"),
     "kineto": ("torch._C._autograd", "_KinetoEvent", _without_nbytes(), "_KinetoEvent.nbytes"),
+    "allocation_events": ("torch._C._profiler", "_ExtraFields_Allocation",
+                          type("_ExtraFields_Allocation", (), {"alloc_size": 0}), "_ExtraFields_Allocation.ptr"),
     "cuda_memory": ("torch.cuda.memory", "_record_memory_history", lambda enabled="all": None,
                     "_record_memory_history"),
     "transformers_from_config": ("transformers.PreTrainedModel", "_from_config",

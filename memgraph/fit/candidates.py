@@ -16,6 +16,7 @@ from memgraph.errors import MemgraphError
 from memgraph.fit.analyses import Analyses
 from memgraph.fit.outcome import Outcome, failed
 from memgraph.fit.progress import FitProgress
+from memgraph.fit.zero import zero_changes
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.units import human_bytes
 
@@ -97,12 +98,20 @@ def fsdp(n: int) -> Candidate:
                      HARDWARE)
 
 
+def zero_candidates(opts: TrainingOptions, sizes: list[int], yours: Outcome) -> list[Candidate]:
+    """DeepSpeed ZeRO-2/3 over the most of ``sizes`` GPUs (fit/zero.py) when your settings do not fit."""
+    if yours.fits_with_margin:
+        return []
+    offered = [Candidate(name, changes, cost, HARDWARE) for name, changes, cost in zero_changes(opts, sizes)]
+    return [c for c in offered if c.applies_to(opts)]
+
+
 def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progress: FitProgress,
                 max_gpus: int = max(FSDP_WORLD_SIZES)) -> list[Outcome]:
-    """Each applicable change analysed on your settings, ranked by device total (refused ones last); FSDP over
-    at most ``max_gpus`` GPUs (``fit --max-gpus``)."""
-    todo = [c for c in CANDIDATES if c.applies_to(opts)]
+    """Each applicable change analysed on your settings, ranked by device total (refused ones last); FSDP and
+    DeepSpeed ZeRO-2/3 (fit/zero.py) over at most ``max_gpus`` GPUs (``fit --max-gpus``)."""
     sizes = [n for n in FSDP_WORLD_SIZES if n <= max_gpus]
+    todo = [c for c in CANDIDATES if c.applies_to(opts)] + zero_candidates(opts, sizes, yours)
     with_fsdp = bool(sizes) and not yours.fits_with_margin and opts.strategy is None and fsdp(2).applies_to(opts)
     total = len(todo) + with_fsdp
     jobs = [(c.apply(opts), c.name, c.cost, c.changes) for c in todo]  # applies_to: apply() succeeds

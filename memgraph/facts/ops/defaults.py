@@ -90,6 +90,10 @@ register(
     # small reductions over token ids and masks (vision-language inputs, packed-sequence checks)
     "aten.cumsum", "aten.prod", "aten.max", "aten._is_all_true",
     "aten.any",  # bitsandbytes' int8_vectorwise_quant outlier search (model_spec/quantize.py, --quantize 8bit)
+    # max/min over dims (a stable softmax's shift, absmax scales); their backward is composite (eq, sum, div, mul).
+    # torch.profiler on the CPU (torch 2.13): the reduced output only, plus a transient of two elements
+    # (the kernel's 0-d partial) when every dim is reduced, freed within the op
+    "aten.amax", "aten.amin",
     note="reduced output (one per reduced tensor, the same size or smaller); CPU reductions keep their "
          "per-thread partials off the c10 allocator",
 )
