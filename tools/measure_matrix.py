@@ -50,6 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from memgraph.measure.cuda import _nvidia_smi  # noqa: E402  (the query measure records per iteration)
 from tools.matrix import slug  # noqa: E402
 
 ITERATIONS = 3  # the steady state is seen twice on a GPU (iterations 2 and 3)
@@ -147,17 +148,6 @@ class Log:
         self.file.write(json.dumps(record, sort_keys=True) + "\n")
         self.file.flush()
         os.fsync(self.file.fileno())
-
-
-def _nvidia_smi() -> dict | None:
-    query = "name,driver_version,memory.total,memory.used"
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", "0"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    name, driver, total, used = (x.strip() for x in out.split(","))
-    return {"name": name, "driver_version": driver, "memory_total_mib": int(total), "memory_used_mib": int(used)}
 
 
 def _git_commit() -> str | None:
