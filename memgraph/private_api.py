@@ -71,16 +71,43 @@ def _installed(library: str) -> str:
     return transformers.__version__
 
 
-def _guard(name: str, library: str, read_from: str):
+SINCE: dict[str, tuple[str, str, str]] = {}  # touch point -> (library, first version having it, what needs it)
+
+
+def unavailable(name: str) -> str | None:
+    """None when the installed library is recent enough for touch point ``name`` (see :func:`_guard`'s ``since``),
+    else one line naming the installed version, the version needed and what needs it."""
+    if name not in SINCE:
+        return None
+    from packaging.version import Version
+
+    library, since, needed_by = SINCE[name]
+    installed = _installed(library)
+    if Version(installed.split("+")[0]) >= Version(since):
+        return None
+    supported = {"torch": TORCH_RANGE, "deepspeed": DEEPSPEED_RANGE}.get(library, TRANSFORMERS_RANGE)
+    upper = ",".join(p for p in supported.split(",") if p.startswith("<"))
+    return (f"{library} {installed}: {needed_by} needs {library}>={since}: install "
+            f"'{library}>={since}{',' + upper if upper else ''}'")
+
+
+def _guard(name: str, library: str, read_from: str, since: tuple[str, str] | None = None):
     """Register ``check`` as the guard of touch point ``name``.
 
     ``check()`` returns None when the touch point still holds, else a short text saying what
     changed; an exception it raises (AttributeError, ImportError, ...) counts as the change.
+    ``since`` = (version, what needs it): a touch point that first appeared in that version of the library, above
+    the lower end of the supported range; below it the feature is refused (:func:`unavailable`), not the library.
     """
     supported = {"torch": TORCH_RANGE, "deepspeed": DEEPSPEED_RANGE}.get(library, TRANSFORMERS_RANGE)
+    if since is not None:
+        SINCE[name] = (library, *since)
 
     def register(check: Callable[[], str | None]) -> Callable[[], None]:
         def run() -> None:
+            too_old = unavailable(name)
+            if too_old:
+                raise PrivateApiError(too_old)
             try:
                 problem = check()
             except Exception as e:  # noqa: BLE001 - a missing module/attribute is what the guard detects
@@ -1280,7 +1307,7 @@ def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str):
 __all__ = [
     "ASSUMED_SCHEMAS", "BINDING_NAMESPACES", "DROPOUT_BINDING", "DisableTorchFunction", "GUARDS",
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
-    "PrivateApiError", "SDPA_BINDING", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
+    "PrivateApiError", "SDPA_BINDING", "SINCE", "unavailable", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
     "TorchDispatchMode", "WeakIdKeyDictionary", "allocation_events", "body_without_torch_function_checks",
     "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
@@ -1425,9 +1452,13 @@ def torch_function_modes_popped():
 #   reads only ``self.feature_extractor``, ``self.audio_token`` and its __init__ options (``max_audio_len``);
 #   ``VoxtralProcessor._retrieve_input_features(self, audio, max_source_positions, **kwargs)`` reads only
 #   ``self.feature_extractor``. The tokenizer, which needs a hub download, is never touched, so the processor is
-#   made without its __init__. Read from transformers 5.23.0, models/*/processing_*.py.
+#   made without its __init__. Read from transformers 5.23.0, models/*/processing_*.py. ``_process_audio`` first
+#   appears in transformers 5.16.0 (Qwen2AudioProcessor: 5.6.0 to 5.15.0 compute features and token counts inline in
+#   ``__call__``, next to the tokenizer call, checked in the 5.6.0 to 5.16.0 wheels), so below 5.16 audio-language
+#   inputs are refused with the version to install.
 # --------------------------------------------------------------------------------------------
-@_guard("transformers_audio_processors", "transformers", "transformers 5.23.0, models/*/processing_*.py")
+@_guard("transformers_audio_processors", "transformers", "transformers 5.23.0, models/*/processing_*.py",
+        since=("5.16", "audio-language inputs (task audio-text-to-text, --audio-seconds)"))
 def _check_transformers_audio_processors():
     from transformers import Qwen2AudioProcessor, VoxtralProcessor
 

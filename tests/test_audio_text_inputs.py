@@ -11,7 +11,9 @@ from memgraph.model_spec.audio_text_inputs import audio_clip, thinker_audio_clip
 from memgraph.model_spec.inputs import IGNORE_INDEX
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
-from tests.conftest import CONFIGS
+from tests.conftest import CONFIGS, needs_audio_processors
+
+pytestmark = needs_audio_processors
 
 QWEN2_AUDIO = str(CONFIGS / "tiny-qwen2-audio.json")
 VOXTRAL = str(CONFIGS / "tiny-voxtral.json")

@@ -4,7 +4,7 @@ of a step with --video-frames (model_spec/modality.py ``with_video``)."""
 from memgraph.api import analyze
 from memgraph.model_spec.modality import VIDEO, VISION, VISION_AND_VIDEO, with_video
 from memgraph.model_spec.options import TrainingOptions
-from tests.conftest import CONFIGS
+from tests.conftest import CONFIGS, needs_audio_processors
 
 
 def test_with_video_names_the_vision_tower_by_its_inputs():
@@ -21,6 +21,7 @@ def test_a_video_step_has_a_video_row():
     assert VIDEO in rows and VISION not in rows and rows[VIDEO].saved_activation_bytes > 0
 
 
+@needs_audio_processors
 def test_an_audio_language_model_has_an_audio_row():
     opts = TrainingOptions(seq_len=300, batch_size=1, target="cpu", audio_seconds=10)
     rows = {m.modality: m for m in analyze(str(CONFIGS / "tiny-qwen2-audio.json"), opts).modalities}

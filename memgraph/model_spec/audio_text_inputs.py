@@ -21,7 +21,7 @@ Voxtral, ...). Per sample, one clip of ``--audio-seconds`` (zoo ``defaults.audio
 
 The waveform is the same 440 Hz tone as speech_inputs.py; only its length matters. A model of the task whose
 processor has neither method, or whose extractor needs a package memgraph does not install (Granite Speech:
-torchaudio), is refused with :class:`NoAudioTextLayout` (the coverage tool's skip reason).
+torchaudio), and every model under transformers 5.16 (before ``_process_audio``), is refused with :class:`NoAudioTextLayout` (the coverage tool's skip reason).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from memgraph.model_spec.image_tokens import feature_rows, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.multimodal_inputs import KnownInput, _specials, _text_ids, image_text_to_text
 from memgraph.model_spec.speech_inputs import NoSpeechLayout, feature_extractor_for
-from memgraph.private_api import processor_audio_inputs, processor_without_tokenizer, voxtral_input_features
+from memgraph.private_api import processor_audio_inputs, processor_without_tokenizer, unavailable, voxtral_input_features
 
 LONG = torch.int64
 TEXT_SEED = 0  # as multimodal_inputs.py: the same text ids on meta and for real
@@ -152,6 +152,9 @@ class _ParentType:
 def _clip(lookup, seconds: float, cfg, cls) -> AudioClip:
     """The clip as the processor transformers names for ``lookup.model_type`` makes it; tokens by probing ``cls``
     where the processor does not count them (Voxtral)."""
+    too_old = unavailable("transformers_audio_processors")
+    if too_old:
+        raise NoAudioTextLayout(f"{too_old}, or describe the inputs with --input")
     proc_cls = processor_class(lookup)
     how = ("chunks" if hasattr(proc_cls, "_retrieve_input_features") and cls is not None else
            "process" if _own(proc_cls, "_process_audio") else None)
