@@ -1304,7 +1304,39 @@ def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str):
         yield
 
 
+# --------------------------------------------------------------------------------------------
+# deepspeed_offload_on_host
+#   for: ``offload_optimizer: {device: cpu}`` (memgraph/ds_engine/offload.py). Read from DeepSpeed 0.19.8: ZeRO-1/2
+#   (runtime/zero/stage_1_and_2.py) puts its host buffers on ``self.device``, ``'cpu'`` with the offload
+#   (``get_accelerator().current_device_name() if not self.cpu_offload else 'cpu'``), and ZeRO-3
+#   (runtime/zero/stage3.py) ``self.device = ... if not self.offload_optimizer else OffloadDeviceEnum.cpu`` ('cpu'):
+#   memgraph makes every tensor put on ``'cpu'`` a meta stand-in known to be host memory. A version that names the
+#   host otherwise would put its buffers where the stand-ins do not see them.
+# --------------------------------------------------------------------------------------------
+@_guard("deepspeed_offload_on_host", "deepspeed", "deepspeed 0.19.8, deepspeed/runtime/zero/stage_1_and_2.py, stage3.py")
+def _check_deepspeed_offload_on_host():
+    import importlib
+
+    stage_1_and_2 = inspect.getsource(importlib.import_module(_DS_STAGE_1_AND_2).DeepSpeedZeroOptimizer.__init__)
+    if "if not self.cpu_offload else 'cpu'" not in stage_1_and_2:
+        return "DeepSpeedZeroOptimizer no longer puts its offloaded buffers on self.device = 'cpu'"
+    stage3 = importlib.import_module("deepspeed.runtime.zero.stage3")
+    if "if not self.offload_optimizer else OffloadDeviceEnum.cpu" not in inspect.getsource(stage3):
+        return "DeepSpeedZeroOptimizer_Stage3 no longer puts its offloaded buffers on OffloadDeviceEnum.cpu"
+    from deepspeed.runtime.zero.offload_config import OffloadDeviceEnum
+
+    if OffloadDeviceEnum.cpu.value != "cpu":
+        return f"OffloadDeviceEnum.cpu is {OffloadDeviceEnum.cpu.value!r}, not 'cpu'"
+    return None
+
+
+def deepspeed_offload_on_host() -> None:
+    """Check (once) that DeepSpeed's optimizer offload still names the host ``'cpu'`` (see the section comment)."""
+    require("deepspeed_offload_on_host")
+
+
 __all__ = [
+    "deepspeed_offload_on_host",
     "ASSUMED_SCHEMAS", "BINDING_NAMESPACES", "DROPOUT_BINDING", "DisableTorchFunction", "GUARDS",
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
     "PrivateApiError", "SDPA_BINDING", "SINCE", "unavailable", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",

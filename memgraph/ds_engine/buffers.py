@@ -22,6 +22,8 @@ BUFFERS = {
     "ipg_buffer": ("contiguous gradient bucket(s): reduce_bucket_size elements each, two with overlap_comm",
                    Role.GRADIENT),
     "grads_in_partition": ("ZeRO-2 contiguous gradient partition", Role.GRADIENT),
+    "temp_grad_buffer_for_cpu_offload": ("16-bit staging buffer of the largest parameter's gradient "
+                                         "(offload_optimizer)", None),
     # BF16_Optimizer (bf16_optimizer.py)
     "bf16_groups_flat": ("bf16 flat parameter groups (the model's weights are views of them)", None),
     "fp32_groups_flat_partition": ("fp32 master weights of this rank's partition", Role.OPTIMIZER_STATE),
@@ -56,15 +58,17 @@ def _unique_storage_bytes(tensors: list[torch.Tensor]) -> int:
     return total
 
 
-def inventory(engine) -> list[tuple[str, str, int]]:
-    """(attribute, what it is, bytes) of each buffer this rank's DeepSpeed optimizer holds now."""
+def inventory(engine, is_host=lambda t: False) -> list[tuple[str, str, int]]:
+    """(attribute, what it is, bytes) of each buffer this rank's DeepSpeed optimizer holds now; ``is_host(t)``: the
+    tensor is host memory (optimizer offload, ds_engine/offload.py), said in the row."""
     optimizer = getattr(engine, "optimizer", None)
     rows = []
     for name, (what, _) in BUFFERS.items():
         tensors = _tensors(getattr(optimizer, name, None))
         nbytes = _unique_storage_bytes(tensors)
         if nbytes:
-            rows.append((name.rsplit("__", 1)[-1], what, nbytes))
+            host = ", in host memory" if all(is_host(t) for t in tensors) else ""
+            rows.append((name.rsplit("__", 1)[-1], what + host, nbytes))
     persistent = [p for p in getattr(engine.module, "parameters", lambda: [])() if getattr(p, "ds_persist", False)]
     if persistent:
         rows.append(("ds_persist parameters", f"{len(persistent)} parameters below "
@@ -73,8 +77,8 @@ def inventory(engine) -> list[tuple[str, str, int]]:
     return rows
 
 
-def buffer_notes(engine) -> list[str]:
-    rows = inventory(engine)
+def buffer_notes(engine, is_host=lambda t: False) -> list[str]:
+    rows = inventory(engine, is_host)
     if not rows:
         return []
     return ["DeepSpeed buffers of this rank at the end of the run: "

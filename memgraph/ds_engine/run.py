@@ -34,6 +34,7 @@ import torch.nn as nn
 
 from memgraph.ds_engine.buffers import buffer_notes, mark_roles
 from memgraph.ds_engine.config import DeepSpeedConfig, describe, resolve
+from memgraph.ds_engine.offload import HostStandIns, offloads_optimizer
 from memgraph.errors import MemgraphError
 from memgraph.facts.nccl import nccl_buffers
 from memgraph.model_spec.options import TrainingOptions
@@ -147,6 +148,7 @@ class DeepSpeedRun:
         self._client: torch.optim.Optimizer | None = None
         self._engine = None
         self._stack: contextlib.ExitStack | None = None
+        self.host: HostStandIns | None = None  # optimizer offload on meta (ds_engine/offload.py)
 
     def __enter__(self) -> DeepSpeedRun:
         stack = contextlib.ExitStack()
@@ -180,10 +182,19 @@ class DeepSpeedRun:
         return "cuda" if self.opts.target == "cuda" else "cpu"
 
     def scalars(self):
-        return contextlib.nullcontext() if self.real else ScalarsOnMeta()
+        """What DeepSpeed's own code runs under on meta: host stand-ins (optimizer offload), ``.item()`` answered."""
+        if self.real:
+            return contextlib.nullcontext()
+        stack = contextlib.ExitStack()
+        if self.host is not None:
+            stack.enter_context(self.host)
+        stack.enter_context(ScalarsOnMeta())  # above the stand-ins: .item() of a host stand-in too
+        return stack
 
     def attach(self, recorder) -> None:
         self.recorder = recorder
+        if self.host is not None:
+            self.host.recorder = recorder
 
     # -- wrapping -------------------------------------------------------------------------------
     def wrap(self, model: nn.Module):
@@ -193,10 +204,19 @@ class DeepSpeedRun:
             raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: an \"optimizer\" section (DeepSpeed's own "
                                 "FusedAdam/CPUAdam) is not modelled yet: remove it; memgraph's --optimizer is then "
                                 "passed to deepspeed.initialize as the Trainer passes its own")
-        for key in ("offload_optimizer", "offload_param"):
-            if str((self.config.zero.get(key) or {}).get("device", "none")).lower() != "none":
-                raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: zero_optimization.{key} to the CPU is not "
-                                    "modelled yet (DeepSpeedCPUAdam on host partitions): set its device to none")
+        if str((self.config.zero.get("offload_param") or {}).get("device", "none")).lower() != "none":
+            raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: zero_optimization.offload_param to the CPU is "
+                                "not modelled yet (ZeRO-3 parameters fetched from the host): set its device to none")
+        if offloads_optimizer(self.config.zero):
+            if self.config.config.get("zero_force_ds_cpu_optimizer", True):
+                # deepspeed 0.19.8 runtime/engine.py _configure_optimizer: a client optimizer with ZeRO-Offload
+                # raises ZeRORuntimeException unless zero_force_ds_cpu_optimizer is false (default true)
+                raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: offload_optimizer with the Trainer's own "
+                                    "optimizer needs \"zero_force_ds_cpu_optimizer\": false in the config (DeepSpeed "
+                                    "refuses it otherwise; its DeepSpeedCPUAdam from an \"optimizer\" section is "
+                                    "not modelled yet): add that key")
+            if not self.real:
+                self.host = HostStandIns(self.opts.target, self.recorder)
         return _EngineModule(self)
 
     def shard_optimizer(self, optimizer: torch.optim.Optimizer):
@@ -208,8 +228,11 @@ class DeepSpeedRun:
         if self._engine is None:
             import deepspeed
 
-            self._engine, *_ = deepspeed.initialize(model=self._model, optimizer=self._client,
-                                                    config=self.config.config)
+            if self.host is not None:
+                self.host.host_step(self._client)
+            with self.scalars():
+                self._engine, *_ = deepspeed.initialize(model=self._model, optimizer=self._client,
+                                                        config=self.config.config)
         return self._engine
 
     def local_optimizer(self, optimizer):
@@ -235,7 +258,9 @@ class DeepSpeedRun:
                  "no autocast (the engine holds 16-bit weights); the loop is engine.backward(loss), engine.step()",
                  describe(self.config)]
         if self._engine is not None:
-            notes += buffer_notes(self._engine)
+            notes += buffer_notes(self._engine, self.host.is_host if self.host is not None else lambda t: False)
+        if self.host is not None:
+            notes += self.host.notes()
         if ScalarsOnMeta.answered:
             notes.append(f"DeepSpeed's overflow and gradient-norm checks: {ScalarsOnMeta.answered} .item() reads "
                          "answered 0 (no overflow, every step runs)")

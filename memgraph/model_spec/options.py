@@ -468,8 +468,9 @@ class TrainingOptions:
         "`--fsdp-mixed-precision` is assumed, as accelerate's FSDP plugin sets for `mixed_precision: bf16`")
     deepspeed: str | None = option(
         None, "--deepspeed",
-        "a DeepSpeed config (ds_config.json, ZeRO stage 0-3; offload is refused, not modelled yet): the model wrapped by DeepSpeed's own "
-        "engine (`deepspeed.initialize`) on each of `--nproc` ranks, Hugging Face `\"auto\"` values resolved as the "
+        "a DeepSpeed config (ds_config.json, ZeRO stage 0-3; offload_optimizer to the CPU: its state in host memory, "
+        "a note; offload_param and NVMe refused): the model wrapped by DeepSpeed's own engine "
+        "(`deepspeed.initialize`) on each of `--nproc` ranks, Hugging Face `\"auto\"` values resolved as the "
         "Trainer does (memgraph/ds_engine; needs `pip install memgraph[deepspeed]`)",
         metavar="ds_config.json", default_text="none")
     gradient_as_bucket_view: bool = option(

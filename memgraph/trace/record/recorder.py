@@ -100,6 +100,9 @@ class Recorder(TorchDispatchMode):
     # tensor moved to the device is: its copy is a meta tensor).
     host_type: str | None = None
     workspace_of: object = None  # callable (op, args, kwargs, out) -> [bytes] of kernel scratch buffers
+    # id(untyped storage) of meta tensors that stand for host memory on the cuda target (DeepSpeed's offloaded
+    # optimizer partitions, memgraph/ds_engine/offload.py): not device memory, never recorded
+    not_device: set = field(default_factory=set)
     on_op: object = None  # callable (recorder, OpRecord) after each op: runtime models add allocations here
     phase: str = "setup"
     iteration: int = 0
@@ -186,6 +189,8 @@ class Recorder(TorchDispatchMode):
     # -- ops ------------------------------------------------------------------------------
     def tracks(self, t: torch.Tensor) -> bool:
         """Whether ``t``'s memory is the target's device memory, i.e. recorded (meta; host too on the cpu target)."""
+        if self.not_device and id(t.untyped_storage()) in self.not_device:
+            return False
         if self.device_type == "meta":  # no torch.device object made per tensor
             return t.is_meta or (self.host_type is not None and t.device.type == self.host_type
                                  and not isinstance(t, _FAKE))  # a fake "cpu" tensor holds no memory
@@ -216,8 +221,9 @@ class Recorder(TorchDispatchMode):
         name = _OP_NAMES.get(func) or _op_name(func)
         inputs = []
         outputs, allocated = [], []
+        host = self.not_device
         for t in _arg_tensors(args, kwargs):
-            if not (t.is_meta if meta else self.tracks(t)):
+            if not (t.is_meta if meta else self.tracks(t)) or host and id(t.untyped_storage()) in host:
                 continue
             sid = sid_by_key.get(id(t.untyped_storage()))
             if sid is None and func is _LIFT_FRESH:  # torch.tensor(data): made without dispatch, lifted here
@@ -231,7 +237,7 @@ class Recorder(TorchDispatchMode):
             self._alias(out, inputs[0])
         event = len(log.events) - len(allocated)
         for t in _out_tensors(out):
-            if not (t.is_meta if meta else self.tracks(t)):
+            if not (t.is_meta if meta else self.tracks(t)) or host and id(t.untyped_storage()) in host:
                 continue
             sid = sid_by_key.get(id(t.untyped_storage()))
             if sid is None:
