@@ -75,6 +75,28 @@ def test_zero3_persistence_threshold_keeps_small_parameters_whole(tmp_path):
     assert "ds_persist parameters 48.62 KiB (13 parameters" in "\n".join(result.notes)  # 49,792 B
 
 
+def test_zero3_threshold_0_partitions_every_parameter(tmp_path):
+    # stage3_param_persistence_threshold 0: no parameter is kept whole (ds_persist), each is partitioned over the
+    # 2 ranks (every count is even: no padding), 202,048 / 2 = 101,024 elements on this rank. Alive at the end of
+    # each iteration (the gathered parameters released): the bf16 partitions, defragmented into lp_param_buffer,
+    # 101,024 x 2 = 202,048 B; the bf16 gradient partitions (grad_partitions_flat_buffer) 202,048 B; the fp32 master
+    # partition and AdamW's exp_avg and exp_avg_sq, 3 x 101,024 x 4 = 1,212,288 B; the bf16 reduce bucket of
+    # reduce_bucket_size 20,000 elements, 40,000 B: 1,656,384 B; besides them only the batch (input_ids and labels,
+    # 2 x 2 x 32 x 8 = 1,024 B), the rotary inv_freq buffers (2 x 32 B), AdamW's 4-byte step, stage3.py's 1-byte
+    # inf_or_nan_tracker and an 8-byte float64 scalar: 1,024 + 64 + 4 + 1 + 8 = 1,101 B
+    zero = {"stage": 3, "reduce_bucket_size": 20_000, "stage3_prefetch_bucket_size": 20_000,
+            "stage3_param_persistence_threshold": 0}
+    result, trace = _trace(_config(tmp_path, zero))
+    deepspeed = 202_048 + 202_048 + 3 * 101_024 * 4 + 20_000 * 2
+    assert deepspeed == 1_656_384
+    for iteration in (1, 2):
+        assert _alive_at_end(trace, iteration) == deepspeed + 1_101
+    notes = "\n".join(result.notes)
+    # 202,048 B = 197.31 KiB, 404,096 B = 394.62 KiB
+    assert "lp_param_buffer 197.31 KiB" in notes and "fp32_partitioned_groups_flat 394.62 KiB" in notes
+    assert "grad_partitions_flat_buffer 197.31 KiB" in notes and "ds_persist" not in notes
+
+
 def test_bf16_zero1_keeps_a_full_fp32_gradient_buffer_on_every_rank(tmp_path):
     # bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed picks its BF16_Optimizer (deepspeed 0.19.8
     # runtime/engine.py _do_optimizer_sanity_check), whose fp32_groups_gradients_flat holds every parameter's
