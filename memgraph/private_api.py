@@ -1173,6 +1173,8 @@ def wrap_checkpoint_functions(model: torch.nn.Module, wrap: Callable[[Callable],
 #   (``DS_ACCELERATOR=cpu``), the paths of a real CPU run; six places assume real data or a real device:
 #   * deepspeed/accelerator/cpu_accelerator.py ``device_name``/``current_device_name`` ('cpu'): where the engine
 #     moves the module and allocates its buffers; made 'meta' for the run;
+#   * deepspeed/accelerator/cpu_accelerator.py ``is_fp16_supported`` (the host CPU's mkldnn fp16 support; engine.py
+#     refuses an fp16 config without it): True on the cuda target, whose GPUs all have fp16;
 #   * deepspeed/runtime/engine.py ``_do_args_sanity_check`` asserts ``LOCAL_RANK`` in the environment (set by
 #     DeepSpeed's and torch's launchers): set to the traced rank for the run;
 #   * deepspeed/runtime/zero/utils.py ``defragment`` (ZeRO-3's parameter partitions moved into one flat buffer
@@ -1225,7 +1227,7 @@ def _check_deepspeed_on_meta():
         return "stage_1_and_2.py no longer records shapes with torch.zeros_like(param.data, device='meta')"
     if not hasattr(modules["deepspeed.comm.comm"], "cdb"):
         return "deepspeed.comm.comm.cdb is missing"
-    return _missing(get_accelerator(), "device_name", "current_device_name")
+    return _missing(get_accelerator(), "device_name", "current_device_name", "is_fp16_supported")
 
 
 class _TorchWithOwnMetaTensors:
@@ -1288,6 +1290,8 @@ def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str):
         patch(mock.patch.dict(os.environ, LOCAL_RANK=str(rank), RANK=str(rank), WORLD_SIZE=str(world_size)))
         patch(mock.patch.object(accelerator, "device_name", lambda device_index=None: "meta"))
         patch(mock.patch.object(accelerator, "current_device_name", lambda: "meta"))
+        if autocast_device == "cuda":  # the target GPU has fp16, whatever the host CPU has
+            patch(mock.patch.object(accelerator, "is_fp16_supported", lambda: True))
         patch(mock.patch.object(modules["deepspeed.runtime.zero.stage3"], "defragment", _defragment_on_meta))
         for name in _DS_ASSERT_MODULES:
             patch(mock.patch.object(modules[name], "assert_ints_same_as_other_ranks", lambda ints: None))
