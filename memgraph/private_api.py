@@ -1339,7 +1339,83 @@ def deepspeed_offload_on_host() -> None:
     require("deepspeed_offload_on_host")
 
 
+# --------------------------------------------------------------------------------------------
+# deepspeed_cpu_adam_on_meta
+#   for: an ``"optimizer"`` section (Adam/AdamW) with ``offload_optimizer: {device: cpu}`` (memgraph/ds_engine):
+#   DeepSpeed's engine then builds ``DeepSpeedCPUAdam`` (deepspeed 0.19.8 runtime/engine.py
+#   ``get_optimizer_configuration``), read from deepspeed/ops/adam/cpu_adam.py:
+#   * ``__init__`` loads the ``cpu_adam`` C++ op (``CPUAdamBuilder().load()``, a g++ build the first time) and calls
+#     its ``create_adam``: on meta a stand-in op whose ``create_adam``/``adam_update``/``destroy_adam`` do nothing
+#     (``adam_update`` updates the tensors in place in C++ and allocates nothing through PyTorch);
+#   * ``step`` asserts each parameter is on ``torch.device('cpu')`` and makes ``exp_avg``/``exp_avg_sq`` with
+#     ``torch.zeros_like(p.data, dtype=state_dtype, device=device)`` there: the module's ``torch.device('cpu')`` made
+#     ``'meta'`` (its host partitions are meta stand-ins known to be host memory, ds_engine/offload.py), so the
+#     states are allocated as DeepSpeed allocates them, on the host.
+# --------------------------------------------------------------------------------------------
+_DS_CPU_ADAM = "deepspeed.ops.adam.cpu_adam"
+
+
+@_guard("deepspeed_cpu_adam_on_meta", "deepspeed", "deepspeed 0.19.8, deepspeed/ops/adam/cpu_adam.py")
+def _check_deepspeed_cpu_adam_on_meta():
+    import importlib
+
+    module = importlib.import_module(_DS_CPU_ADAM)
+    for name in ("CPUAdamBuilder", "torch", "DeepSpeedCPUAdam"):
+        if not hasattr(module, name):
+            return f"{_DS_CPU_ADAM}.{name} is missing"
+    step = inspect.getsource(module.DeepSpeedCPUAdam.step)
+    for needed in ("device = torch.device('cpu')", "torch.zeros_like(p.data, dtype=state_dtype, device=device)",
+                   "self.ds_opt_adam.adam_update("):
+        if needed not in step:
+            return f"DeepSpeedCPUAdam.step no longer has {needed}"
+    return None
+
+
+class _CpuAdamOp:
+    """The ``cpu_adam`` op on meta: nothing to build, nothing to compute (see the section comment)."""
+
+    def create_adam(self, *args, **kwargs):
+        return 0
+
+    def adam_update(self, *args, **kwargs):
+        return None
+
+    def destroy_adam(self, *args, **kwargs):
+        return 0
+
+
+class _CpuAdamBuilderOnMeta:
+    def load(self, *args, **kwargs):
+        return _CpuAdamOp()
+
+
+class _TorchWithHostOnMeta:
+    """``torch`` as cpu_adam.py sees it on meta: ``torch.device('cpu')`` is ``'meta'``."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def device(*args, **kwargs):
+        if args and args[0] == "cpu":
+            return torch.device("meta")
+        return torch.device(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def deepspeed_cpu_adam_on_meta():
+    """While open, ``DeepSpeedCPUAdam`` is built and steps on meta host stand-ins (see the section comment)."""
+    import importlib
+
+    require("deepspeed_cpu_adam_on_meta")
+    module = importlib.import_module(_DS_CPU_ADAM)
+    with mock.patch.object(module, "CPUAdamBuilder", _CpuAdamBuilderOnMeta), \
+            mock.patch.object(module, "torch", _TorchWithHostOnMeta()):
+        yield
+
+
 __all__ = [
+    "deepspeed_cpu_adam_on_meta",
     "deepspeed_offload_on_host",
     "ASSUMED_SCHEMAS", "BINDING_NAMESPACES", "DROPOUT_BINDING", "DisableTorchFunction", "GUARDS",
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",

@@ -47,6 +47,19 @@ def test_offloaded_optimizer_state_is_host_memory_on_the_cuda_target():
     assert without.ranks[0]["static"]["optimizer_state"] == 3 * 404_480 + 512
 
 
+def test_an_optimizer_section_with_the_offload_is_deepspeeds_cpu_adam():
+    # "optimizer": {"type": "AdamW"} with offload_optimizer cpu: deepspeed 0.19.8 engine.py builds DeepSpeedCPUAdam
+    # (transformers passes a DummyOptim); its exp_avg and exp_avg_sq, fp32 (fp32_optimizer_states), are host
+    # memory, and its step count is a Python int: 4 x 404,096 + 128,000 = 1,744,384 B on the host, none on the device
+    assert 4 * PARTITION * 4 + 64_000 * 2 == 1_744_384
+    result = _analyze("tests/configs/deepspeed/zero2-offload-cpuadam.json", "cuda")
+    notes = "\n".join(result.notes)
+    assert "host memory of this rank peak 1.66 MiB (1,744,384 B), 1.66 MiB (1,744,384 B) at the end" in notes
+    assert "DeepSpeedCPUAdam from the config's \"optimizer\" section" in notes
+    assert "optimizer.params.lr = 5e-05" in notes  # "auto", from TrainingArguments' learning_rate default
+    assert result.ranks[0]["static"]["optimizer_state"] == 0
+
+
 def test_on_the_cpu_target_host_and_device_are_one_allocator():
     # the same host bytes are counted in the figures: the cpu prediction is the total the CPU allocator sees
     result = _analyze(OFFLOAD, "cpu")
@@ -60,11 +73,16 @@ def test_on_the_cpu_target_host_and_device_are_one_allocator():
 @pytest.mark.parametrize("zero, force, message", [
     ({"offload_optimizer": {"device": "cpu"}}, None, '"zero_force_ds_cpu_optimizer": false'),
     ({"stage": 3, "offload_param": {"device": "cpu"}}, False, "offload_param to the CPU is not modelled"),
+    ({"offload_optimizer": {"device": "cpu"}, "optimizer": {"type": "Lamb"}}, False,
+     "modelled only as DeepSpeedCPUAdam"),
     ({"offload_optimizer": {"device": "nvme"}}, False, "nvme is not modelled"),
 ])
 def test_offloads_not_modelled_are_one_line(tmp_path, zero, force, message):
     path = tmp_path / "ds_config.json"
+    section = zero.pop("optimizer", None)
     config = {"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2, **zero}}
+    if section:
+        config["optimizer"] = section
     if force is not None:
         config["zero_force_ds_cpu_optimizer"] = force
     path.write_text(json.dumps(config))

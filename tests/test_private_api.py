@@ -120,6 +120,8 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
               classmethod(lambda cls, **kwargs: None), "_gradient_checkpointing_func")),
     "fake_distributed": ("torch.distributed.fsdp._fully_shard._fsdp_param", "free_storage", None, "free_storage"),
     "deepspeed_on_meta": ("deepspeed.runtime.zero.stage3", "defragment", None, "defragment"),
+    "deepspeed_cpu_adam_on_meta": ("deepspeed.ops.adam.cpu_adam.DeepSpeedCPUAdam", "step",
+                                   lambda self, closure=None: None, "DeepSpeedCPUAdam.step"),
     "deepspeed_offload_on_host": ("deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer", "__init__",
                                   lambda self, *a, **k: None, "DeepSpeedZeroOptimizer"),
     "dtensor_sharding_cache": ("torch.distributed.tensor.debug", "_clear_fast_path_sharding_prop_cache", None,

@@ -38,7 +38,11 @@ from memgraph.ds_engine.offload import HostStandIns, offloads_optimizer
 from memgraph.errors import MemgraphError
 from memgraph.facts.nccl import nccl_buffers
 from memgraph.model_spec.options import TrainingOptions
-from memgraph.private_api import TorchDispatchMode, deepspeed_on_meta, fake_store
+from memgraph.private_api import TorchDispatchMode, deepspeed_cpu_adam_on_meta, deepspeed_on_meta, fake_store
+
+# deepspeed 0.19.8 runtime/config.py ADAM_OPTIMIZER, ADAMW_OPTIMIZER: the types engine.py builds as DeepSpeedCPUAdam
+# when the optimizer is offloaded to the CPU (get_optimizer_configuration)
+CPU_ADAM_TYPES = ("adam", "adamw")
 
 
 def import_deepspeed():
@@ -149,6 +153,7 @@ class DeepSpeedRun:
         self._engine = None
         self._stack: contextlib.ExitStack | None = None
         self.host: HostStandIns | None = None  # optimizer offload on meta (ds_engine/offload.py)
+        self.cpu_adam = False  # the config's "optimizer" section: DeepSpeedCPUAdam (with offload_optimizer)
 
     def __enter__(self) -> DeepSpeedRun:
         stack = contextlib.ExitStack()
@@ -188,6 +193,8 @@ class DeepSpeedRun:
         stack = contextlib.ExitStack()
         if self.host is not None:
             stack.enter_context(self.host)
+        if self.cpu_adam:
+            stack.enter_context(deepspeed_cpu_adam_on_meta())
         stack.enter_context(ScalarsOnMeta())  # above the stand-ins: .item() of a host stand-in too
         return stack
 
@@ -200,21 +207,25 @@ class DeepSpeedRun:
     def wrap(self, model: nn.Module):
         self._model = model
         self.config = resolve(self.opts.deepspeed, self.opts, getattr(model, "config", None), self.opts.iterations)
-        if "optimizer" in self.config.config:
+        section = self.config.config.get("optimizer")
+        self.cpu_adam = bool(section) and offloads_optimizer(self.config.zero) and str(
+            section.get("type", "")).lower() in CPU_ADAM_TYPES
+        if section and not self.cpu_adam:
             raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: an \"optimizer\" section (DeepSpeed's own "
-                                "FusedAdam/CPUAdam) is not modelled yet: remove it; memgraph's --optimizer is then "
+                                "FusedAdam) is modelled only as DeepSpeedCPUAdam (type Adam or AdamW with "
+                                "offload_optimizer to the CPU): remove it; memgraph's --optimizer is then "
                                 "passed to deepspeed.initialize as the Trainer passes its own")
         if str((self.config.zero.get("offload_param") or {}).get("device", "none")).lower() != "none":
             raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: zero_optimization.offload_param to the CPU is "
                                 "not modelled yet (ZeRO-3 parameters fetched from the host): set its device to none")
         if offloads_optimizer(self.config.zero):
-            if self.config.config.get("zero_force_ds_cpu_optimizer", True):
+            if not self.cpu_adam and self.config.config.get("zero_force_ds_cpu_optimizer", True):
                 # deepspeed 0.19.8 runtime/engine.py _configure_optimizer: a client optimizer with ZeRO-Offload
                 # raises ZeRORuntimeException unless zero_force_ds_cpu_optimizer is false (default true)
                 raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: offload_optimizer with the Trainer's own "
                                     "optimizer needs \"zero_force_ds_cpu_optimizer\": false in the config (DeepSpeed "
-                                    "refuses it otherwise; its DeepSpeedCPUAdam from an \"optimizer\" section is "
-                                    "not modelled yet): add that key")
+                                    "refuses it otherwise): add that key, or an \"optimizer\" section of type AdamW "
+                                    "(DeepSpeedCPUAdam)")
             if not self.real:
                 self.host = HostStandIns(self.opts.target, self.recorder)
         return _EngineModule(self)
@@ -228,10 +239,12 @@ class DeepSpeedRun:
         if self._engine is None:
             import deepspeed
 
-            if self.host is not None:
+            if self.host is not None and not self.cpu_adam:
                 self.host.host_step(self._client)
             with self.scalars():
-                self._engine, *_ = deepspeed.initialize(model=self._model, optimizer=self._client,
+                # with an "optimizer" section DeepSpeed builds its own (transformers passes a DummyOptim)
+                client = None if self.cpu_adam else self._client
+                self._engine, *_ = deepspeed.initialize(model=self._model, optimizer=client,
                                                         config=self.config.config)
         return self._engine
 
@@ -257,6 +270,10 @@ class DeepSpeedRun:
                  "own engine run on meta over PyTorch's fake process group with its CPU accelerator's code paths; "
                  "no autocast (the engine holds 16-bit weights); the loop is engine.backward(loss), engine.step()",
                  describe(self.config)]
+        if self.cpu_adam:
+            notes.append("DeepSpeed's optimizer: DeepSpeedCPUAdam from the config's \"optimizer\" section (memgraph's "
+                         "--optimizer not used), its exp_avg and exp_avg_sq in host memory; its C++ update allocates "
+                         "nothing")
         if self._engine is not None:
             notes += buffer_notes(self._engine, self.host.is_host if self.host is not None else lambda t: False)
         if self.host is not None:
