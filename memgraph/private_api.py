@@ -1317,7 +1317,8 @@ def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str):
 #   memgraph makes every tensor put on ``'cpu'`` a meta stand-in known to be host memory. A version that names the
 #   host otherwise would put its buffers where the stand-ins do not see them.
 # --------------------------------------------------------------------------------------------
-@_guard("deepspeed_offload_on_host", "deepspeed", "deepspeed 0.19.8, deepspeed/runtime/zero/stage_1_and_2.py, stage3.py")
+@_guard("deepspeed_offload_on_host", "deepspeed",
+        "deepspeed 0.19.8, deepspeed/runtime/zero/stage_1_and_2.py, stage3.py")
 def _check_deepspeed_offload_on_host():
     import importlib
 

@@ -1,4 +1,4 @@
-"""ZeRO optimizer offload to the CPU (``offload_optimizer: {device: cpu}``) on meta: host memory stood in by meta tensors.
+"""ZeRO optimizer offload to the CPU (``offload_optimizer: {device: cpu}``) on meta: host memory as meta stand-ins.
 
 With the offload, DeepSpeed's ZeRO-1/2 optimizer (deepspeed 0.19.8 runtime/zero/stage_1_and_2.py,
 ``self.device = ... if not self.cpu_offload else 'cpu'``) keeps this rank's fp32 master partition, its gradient
