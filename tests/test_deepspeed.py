@@ -108,6 +108,20 @@ def test_bf16_zero1_keeps_a_full_fp32_gradient_buffer_on_every_rank(tmp_path):
     assert "fp32_groups_gradients_flat 789.25 KiB" in "\n".join(result.notes)  # 808,192 B
 
 
+def test_an_fp16_config_runs_on_the_cuda_target(tmp_path):
+    # DeepSpeed's CPU accelerator refuses fp16 where the host CPU lacks mkldnn fp16 (deepspeed 0.19.8 engine.py
+    # "Type fp16 is not supported on your device"); the target GPU has it. The fp16 flat group: 202,048 x 2 B
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "fp16": {"enabled": "auto"},
+                                "zero_optimization": {"stage": 2, "reduce_bucket_size": 20_000,
+                                                      "allgather_bucket_size": 20_000}}))
+    opts = TrainingOptions(seq_len=32, batch_size=2, target="cuda", nproc=2, deepspeed=str(path),
+                           precision="fp16-mixed")
+    result, trace = analyze_traced(LLAMA, opts)
+    assert "fp16.enabled = True (--precision)" in "\n".join(result.notes)
+    assert [s.nbytes for s in trace.log.storages if s.dtype == "float16" and s.shape == (202_048,)] == [404_096]
+
+
 def test_auto_values_are_resolved_as_the_trainer_does(tmp_path):
     # transformers 5.23 integrations/deepspeed.py: train_batch_size = world x micro x accumulation = 2 x 2 x 1;
     # ZeRO-3's hidden-size keys from hidden_size 64: 64² = 4,096, int(0.9 x 64²) = 3,686, 10 x 64 = 640
