@@ -8,6 +8,7 @@ import gc
 import torch
 
 from memgraph.compiled.aot_graphs import GraphsOnMeta
+from memgraph.compiled.graph_breaks import one_line
 from memgraph.compiled.graphs import GraphStats
 from memgraph.compiled.inductor_cpu import InductorOnMeta
 from memgraph.facts.unknowns import BoundedUnknown
@@ -79,7 +80,7 @@ class CompiledStep:
                      f"own buffer ({_b(unfused)} per step): Inductor's CUDA fusion is not run, so the compiled graphs' "
                      "transient memory is the upper end (bounded unknown)")
         notes = [line]
-        notes += [f"graph break ({n}x): {reason}" for reason, n in self._breaks.items()]
+        notes += [f"graph break ({n}x): {one_line(reason)}" for reason, n in self._breaks.items()]
         notes.append("compile: the first step also compiles (Dynamo, AOTAutograd, Inductor run on the host with "
                      "fake tensors: no device memory)" + ("; max-autotune benchmarks candidate kernels on the device "
                      "in the first step, not modelled" if self.opts.compile_mode != "default" else ""))
