@@ -192,3 +192,37 @@ def test_memgraph_run_records_through_the_tracers_public_hooks():
     for path in sorted(PACKAGE.rglob("*.py")):
         private = {n for n in _names_imported(path).get("memgraph.trace.tracer", ()) if n.startswith("_")}
         assert not private, f"{module_name(path)} imports {sorted(private)} from memgraph.trace.tracer"
+
+
+def private_touches(source: str) -> list[str]:
+    """``from memgraph.x import _y`` and ``x._y`` (x a memgraph module imported by name) in ``source``: a private
+    name of one module used by another."""
+    tree, modules, found = ast.parse(source), set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memgraph"):
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    found.append(f"from {node.module} import {a.name}")
+                elif _exists(f"{node.module}.{a.name}"):
+                    modules.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname or a.name for a in node.names if a.name.startswith("memgraph"))
+    found += [f"{n.value.id}.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+              and isinstance(n.value, ast.Name) and n.value.id in modules
+              and n.attr.startswith("_") and not n.attr.startswith("__")]
+    return found
+
+
+def test_no_module_uses_another_modules_private_names():
+    """What one module (or a developer tool) needs of another has a public name: the package and tools/ import
+    no ``_name`` of a memgraph module and read no ``module._name`` (tests may: they test the parts)."""
+    tools = PACKAGE.parent / "tools"
+    used = {str(p.relative_to(PACKAGE.parent)): private_touches(p.read_text())
+            for p in sorted([*PACKAGE.rglob("*.py"), *tools.rglob("*.py")])}
+    assert {path: names for path, names in used.items() if names} == {}
+
+
+def test_the_private_name_check_catches_both_forms():
+    source = ("from memgraph.measure.cpu import _per_iteration, peaks\n"
+              "from memgraph.trace.record import progress\nprogress._state['log']\n")
+    assert private_touches(source) == ["from memgraph.measure.cpu import _per_iteration", "progress._state"]

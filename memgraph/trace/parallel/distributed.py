@@ -11,7 +11,7 @@ data) and wraps the model the way a user does, so the trace holds what rank 0 al
   unless ``find_unused_parameters``) and rebuilds the buckets in the order gradients became ready at
   the second forward (``Reducer::rebuild_buckets``: first bucket capped at
   ``dist._DEFAULT_FIRST_BUCKET_BYTES`` = 1 MiB, the others at ``bucket_cap_mb`` = 25 MiB). The buckets'
-  all-reduce runs as PyTorch's default hook does (:func:`_allreduce_hook`).
+  all-reduce runs as PyTorch's default hook does (:func:`fake_group_allreduce_hook`).
 * ``fsdp``: FSDP2 ``fully_shard`` on every transformer block (the model's ``_no_split_modules``
   classes, as transformers' FSDP integration picks them; else each child of the root that holds
   parameters), then on the root. Parameters, gradients and optimizer state are DTensors holding
@@ -125,7 +125,7 @@ class DistributedRun:
 
     def __init__(self, opts: TrainingOptions, comm_hook: bool = True, rank: int = 0):
         """``comm_hook=False``: DDP keeps its C++ default all-reduce (a real process group, measure/distributed.py);
-        the fake process group needs :func:`_allreduce_hook`. ``rank``: the rank the fake process group makes
+        the fake process group needs :func:`fake_group_allreduce_hook`. ``rank``: the rank the fake process group makes
         this process (the trace is that rank's)."""
         self.opts = opts
         self.rank = rank
@@ -221,7 +221,7 @@ class DistributedRun:
 
         ddp = DistributedDataParallel(model, gradient_as_bucket_view=self.opts.gradient_as_bucket_view)
         if self.comm_hook:
-            ddp.register_comm_hook(self, _allreduce_hook)
+            ddp.register_comm_hook(self, fake_group_allreduce_hook)
         return ddp
 
     def _fsdp(self, model: nn.Module, mesh) -> nn.Module:
@@ -391,7 +391,7 @@ def fsdp_units(model: nn.Module) -> tuple[list[tuple[str, nn.Module]], str]:
     return units, "each child of the root that holds parameters"
 
 
-def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.Tensor]:
+def fake_group_allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.Tensor]:
     """DDP's all-reduce of one bucket, as PyTorch's default does it, in place.
 
     torch 2.13 torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py ``allreduce_hook`` divides the
@@ -411,7 +411,7 @@ def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.T
 
 
 # DDP.register_comm_hook checks the return annotation as an object; this module's annotations are strings
-_allreduce_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
+fake_group_allreduce_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
 
 
 __all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "distributed_run", "DistributedRecorder", "ZERO_MAPPING", "fsdp_units"]
