@@ -101,7 +101,8 @@ def test_gpt2_equals_full_trace():
     dict(gradient_checkpointing=True),
     dict(lora_rank=4),
     dict(loop="plain"),  # the KV cache the outputs keep, and its note
-], ids=["bf16-mixed-fused", "checkpointing", "lora", "plain-loop"])
+    dict(strategy="tp", nproc=2),  # the TP note's modules outside the plan: a typed count, no 2-layer trace
+], ids=["bf16-mixed-fused", "checkpointing", "lora", "plain-loop", "tensor-parallel"])
 def test_llama_variants_equal_full_trace(opts):
     _assert_same(LLAMA, 6, **opts)
 

@@ -42,6 +42,7 @@ from memgraph.errors import MemgraphError
 from memgraph.facts.nccl import nccl_buffers
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.options import FSDP_STRATEGIES, TP_STRATEGIES, TrainingOptions
+from memgraph.notes import Note
 from memgraph.private_api import clear_dtensor_sharding_cache, distributed_on_meta, fake_store
 from memgraph.trace.record.event_log import Origin, Role
 from memgraph.trace.record.recorder import Recorder
@@ -314,14 +315,17 @@ class DistributedRun:
             notes.append(f"fsdp+tp: a DeviceMesh (dp={self.nproc // t}, tp={t}) (torchtitan's layout: TP over "
                          "neighbouring ranks); the TP plan is applied on tp first, then FSDP2 fully_shard over dp "
                          "shards each TP shard again on dim 0")
-        notes.append(f"tensor parallel: torch.distributed.tensor.parallel.parallelize_module over {ranks} ranks with "
-                     f"the model's base_model_tp_plan ({self._tp_entries} entries: q/k/v/gate/up ColwiseParallel, "
-                     "o/down RowwiseParallel), the input embedding RowwiseParallel and the head ColwiseParallel with "
-                     "replicated logits (torchtitan's Llama plan, no loss parallelism); sharded parameters, gradients "
-                     f"and optimizer state are rank {self.rank}'s shards; "
-                     + (f"the {self._tp_replicated} modules outside the plan hold replicated DTensors (torchtitan's "
-                        "NoParallel)" if self._tp_replicated else "no module is left outside the plan")
-                     + ("" if self.opts.sequence_parallel else "; no sequence parallelism (--sequence-parallel)"))
+        # typed (memgraph/notes.py): the modules outside the plan (a norm per layer) follow the depth
+        notes.append(Note("tensor parallel: torch.distributed.tensor.parallel.parallelize_module over {ranks} ranks "
+                          "with the model's base_model_tp_plan ({entries} entries: q/k/v/gate/up ColwiseParallel, "
+                          "o/down RowwiseParallel), the input embedding RowwiseParallel and the head ColwiseParallel "
+                          "with replicated logits (torchtitan's Llama plan, no loss parallelism); sharded parameters, "
+                          "gradients and optimizer state are rank {rank}'s shards; "
+                          + ("the {replicated} modules outside the plan hold replicated DTensors (torchtitan's "
+                             "NoParallel)" if self._tp_replicated else "no module is left outside the plan")
+                          + ("" if self.opts.sequence_parallel else "; no sequence parallelism (--sequence-parallel)"),
+                          per_layer=("replicated",), ranks=ranks, entries=self._tp_entries, rank=self.rank,
+                          replicated=self._tp_replicated))
         if self.opts.sequence_parallel:
             notes.append(f"sequence parallel: the norms SequenceParallel on 1/{ranks} of the sequence, attention and "
                          "MLP inputs all-gathered (PrepareModuleInput), o/down reduce-scattered (RowwiseParallel("
@@ -340,10 +344,11 @@ class DistributedRun:
                       f"{self.nproc // m} GPUs of a node and replicated across nodes (gradients reduce-scattered "
                       "within the node, then all-reduced across nodes)"]
         return hybrid + [
-            f"FSDP2: fully_shard on {len(self._units)} units ({self._unit_rule}) and the root; parameters, "
-            f"gradients and optimizer state are rank {self.rank}'s shards; each unit's parameters are all-gathered "
-            f"for its forward and backward and {reshard}; gathered parameters count as activations or "
-            "temporaries"] + (["FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) instead "
+            Note("FSDP2: fully_shard on {units} units ({rule}) and the root; parameters, gradients and optimizer "
+                 "state are rank {rank}'s shards; each unit's parameters are all-gathered for its forward and "
+                 "backward and {reshard}; gathered parameters count as activations or temporaries",
+                 per_layer=("units",), units=len(self._units), rule=self._unit_rule, rank=self.rank,
+                 reshard=reshard)] + (["FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) instead "
                                    "of autocast: each unit's float32 shard is cast to bfloat16 before its all-gather"]
                                   if self.opts.fsdp_mixed_precision else [])
 
