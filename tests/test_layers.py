@@ -226,3 +226,21 @@ def test_the_private_name_check_catches_both_forms():
     source = ("from memgraph.measure.cpu import _per_iteration, peaks\n"
               "from memgraph.trace.record import progress\nprogress._state['log']\n")
     assert private_touches(source) == ["from memgraph.measure.cpu import _per_iteration", "progress._state"]
+
+
+def _readme_layout() -> str:
+    """The README's layout section (from its heading to the next ``## `` heading)."""
+    text = (PACKAGE.parent / "README.md").read_text()
+    start = text.index("## Layout: the data flow")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_readme_layout_names_every_package_and_tool():
+    """The README's layout section names each package of memgraph/ (as ``memgraph/NAME`` or ``NAME/``) and
+    each developer tool in tools/; its layers are the ones this file checks."""
+    layout = _readme_layout()
+    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    assert [n for n in packages if f"memgraph/{n}" not in layout and f" {n}/" not in layout] == []
+    tools = sorted(p.name for p in (PACKAGE.parent / "tools").iterdir() if not p.name.startswith((".", "_")))
+    assert [n for n in tools if n not in layout] == []
+    assert {n for layer in LAYERS for n in layer} >= set(packages)
