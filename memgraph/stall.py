@@ -20,8 +20,7 @@ STALL_SECONDS = 60.0
 
 def activity() -> tuple:
     """Changes whenever the analysis moves on: a new stage, or a new recorded op."""
-    log = progress._state["log"]
-    return progress._state["stage"], progress._state["since"], len(log.ops) if log is not None else 0
+    return progress.activity()
 
 
 def main_thread_location() -> str:

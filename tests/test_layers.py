@@ -41,7 +41,7 @@ def imports(path: Path) -> set[str]:
     me = module_name(path)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "memgraph")
         elif isinstance(node, ast.ImportFrom):
@@ -56,6 +56,12 @@ def imports(path: Path) -> set[str]:
                 sub = f"{mod}.{alias.name}"
                 found.add(sub if _exists(sub) else mod)
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of ``path``, parsed once per session (every check here walks the same files)."""
+    return ast.parse(path.read_text())
 
 
 def _exists(module: str) -> bool:
@@ -177,7 +183,7 @@ def test_trace_and_measure_build_their_step_through_one_function(monkeypatch):
 def _names_imported(path: Path) -> dict[str, set[str]]:
     """memgraph module -> the names the file ``path`` imports from it (``from memgraph.x import a, b``)."""
     found: dict[str, set[str]] = {}
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memgraph"):
             found.setdefault(node.module, set()).update(a.name for a in node.names)
     return found
@@ -192,3 +198,55 @@ def test_memgraph_run_records_through_the_tracers_public_hooks():
     for path in sorted(PACKAGE.rglob("*.py")):
         private = {n for n in _names_imported(path).get("memgraph.trace.tracer", ()) if n.startswith("_")}
         assert not private, f"{module_name(path)} imports {sorted(private)} from memgraph.trace.tracer"
+
+
+def private_touches(tree: ast.Module) -> list[str]:
+    """``from memgraph.x import _y`` and ``x._y`` (x a memgraph module imported by name) in ``tree``: a private
+    name of one module used by another."""
+    modules, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memgraph"):
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    found.append(f"from {node.module} import {a.name}")
+                elif _exists(f"{node.module}.{a.name}"):
+                    modules.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname or a.name for a in node.names if a.name.startswith("memgraph"))
+    found += [f"{n.value.id}.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+              and isinstance(n.value, ast.Name) and n.value.id in modules
+              and n.attr.startswith("_") and not n.attr.startswith("__")]
+    return found
+
+
+def test_no_module_uses_another_modules_private_names():
+    """What one module (or a developer tool) needs of another has a public name: the package and tools/ import
+    no ``_name`` of a memgraph module and read no ``module._name`` (tests may: they test the parts)."""
+    tools = PACKAGE.parent / "tools"
+    used = {str(p.relative_to(PACKAGE.parent)): private_touches(parsed(p))
+            for p in sorted([*PACKAGE.rglob("*.py"), *tools.rglob("*.py")])}
+    assert {path: names for path, names in used.items() if names} == {}
+
+
+def test_the_private_name_check_catches_both_forms():
+    source = ("from memgraph.measure.cpu import _per_iteration, peaks\n"
+              "from memgraph.trace.record import progress\nprogress._state['log']\n")
+    assert private_touches(ast.parse(source)) == ["from memgraph.measure.cpu import _per_iteration", "progress._state"]
+
+
+def _readme_layout() -> str:
+    """The README's layout section (from its heading to the next ``## `` heading)."""
+    text = (PACKAGE.parent / "README.md").read_text()
+    start = text.index("## Layout: the data flow")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_readme_layout_names_every_package_and_tool():
+    """The README's layout section names each package of memgraph/ (as ``memgraph/NAME`` or ``NAME/``) and
+    each developer tool in tools/; its layers are the ones this file checks."""
+    layout = _readme_layout()
+    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    assert [n for n in packages if f"memgraph/{n}" not in layout and f" {n}/" not in layout] == []
+    tools = sorted(p.name for p in (PACKAGE.parent / "tools").iterdir() if not p.name.startswith((".", "_")))
+    assert [n for n in tools if n not in layout] == []
+    assert {n for layer in LAYERS for n in layer} >= set(packages)

@@ -147,7 +147,7 @@ def _measure_real_cpu(model: str, x: str, opts: TrainingOptions, rank: int = 0) 
     from torch.profiler import record_function
 
     from memgraph.cpu_profiler import memory_profile
-    from memgraph.measure.cpu import _per_iteration
+    from memgraph.measure.cpu import per_iteration
     from memgraph.model_spec.build import build_model
     from memgraph.model_spec.optimizers import make_optimizer, resolve_impl
     from memgraph.model_spec.options import PRECISION_DTYPE
@@ -174,7 +174,7 @@ def _measure_real_cpu(model: str, x: str, opts: TrainingOptions, rank: int = 0) 
                 with record_function(f"memgraph_iteration_{it}"):
                     train_iteration(runner, batch, loss_from_outputs, optimizer, loop="plain")
             del model_, runner, batch, optimizer
-        return _per_iteration(prof, opts.iterations)
+        return per_iteration(prof, opts.iterations)
     finally:
         dist.destroy_process_group()
 

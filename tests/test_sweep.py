@@ -64,24 +64,25 @@ def _report(result) -> dict:
 
 
 def test_deep_sweep_json_equals_separate_analyses(tmp_path, monkeypatch):
-    """A 10-layer llama (depth_run.MIN_DEPTH, so depth-synthesized from 3- and 4-layer traces) swept at 1, 2,
-    3 and 8: every size's whole JSON report is the separate analysis' at that size, the sweep's own note on the
-    interpolated size aside; and the sweep traced 3 and 4 layers once per traced size (1, 8, 2), and no 2-layer
+    """A 10-layer llama (depth_run.MIN_DEPTH, so depth-synthesized from 3- and 4-layer traces) swept at 2, 3 and
+    8: every size's whole JSON report is the separate analysis' at that size, the sweep's own note on the
+    interpolated size aside; and the sweep traced 3 and 4 layers once per traced size (2, 8), and no 2-layer
     trace (the notes that differ with the depth, SDPA calls and autocast casts, are typed memgraph.notes.Note
-    records whose per-layer counts follow the depth)."""
+    records whose per-layer counts follow the depth). Batch 1, traced alone in a sweep, is compared in
+    test_llama_sweep_equals_separate_analyses."""
     import memgraph.trace.tracer as tracer
 
     config = json.loads(open(LLAMA).read())
     path = tmp_path / "deep-llama.json"
     path.write_text(json.dumps({**config, "num_hidden_layers": 10}))
-    alone = {b: _report(analyze(str(path), batch_size=b, **LLAMA_OPTS)) for b in (1, 2, 3, 8)}
+    alone = {b: _report(analyze(str(path), batch_size=b, **LLAMA_OPTS)) for b in (2, 3, 8)}
     depths, trace_all = [], tracer._trace_all_layers
     monkeypatch.setattr(tracer, "_trace_all_layers",
                         lambda spec, opts, rank=0: depths.append(spec.config.num_hidden_layers) or
                         trace_all(spec, opts, rank))
-    points = analyze_many(str(path), TrainingOptions(**LLAMA_OPTS), [1, 2, 3, 8], [16])
-    assert sorted(depths) == [3, 3, 3, 4, 4, 4]
-    assert [p.source for p in points] == ["traced", "traced", "interpolated from batch 2 and 8", "traced"]
+    points = analyze_many(str(path), TrainingOptions(**LLAMA_OPTS), [2, 3, 8], [16])
+    assert sorted(depths) == [3, 3, 4, 4]
+    assert [p.source for p in points] == ["traced", "interpolated from batch 2 and 8", "traced"]
     for p in points:
         swept = _report(p.result)
         if p.batch_size == 3:

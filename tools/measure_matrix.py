@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from memgraph.measure.cuda import _nvidia_smi  # noqa: E402  (the query measure records per iteration)
+from memgraph.measure.cuda import nvidia_smi_query  # noqa: E402  (the query measure records per iteration)
 from tools.matrix import slug  # noqa: E402
 
 ITERATIONS = 3  # the steady state is seen twice on a GPU (iterations 2 and 3)
@@ -207,7 +207,7 @@ print(json.dumps(out))
 
 
 def _context_record(budget_left: float) -> dict:
-    smi_before = _nvidia_smi()
+    smi_before = nvidia_smi_query()
     try:
         proc = subprocess.run([sys.executable, "-c", _CONTEXT_PROBE], capture_output=True, text=True,
                               timeout=max(10.0, min(120.0, budget_left)))
@@ -329,7 +329,7 @@ def run(matrix: str, device: str, budget_s: float, out: Path, workers: int, only
     t0 = time.time()
     left = lambda: budget_s - (time.time() - t0)  # noqa: E731
     log = Log(out)
-    smi = _nvidia_smi() if device == "cuda" else None
+    smi = nvidia_smi_query() if device == "cuda" else None
     header = _header(sys.argv, smi)
     configs = [(cost, args) for cost, args in MATRICES[matrix]() if not only or only in slug(args)]
     gpu = _gpu_key(smi)

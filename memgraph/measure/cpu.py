@@ -25,10 +25,10 @@ def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
                 run_iteration(run)
             collect_compile_garbage(opts)  # --compile: the compiling iteration's cyclic garbage (compiled/step.py)
         del run
-    return {"optimizer_impl": impl, "iterations": _per_iteration(prof, opts.iterations)}
+    return {"optimizer_impl": impl, "iterations": per_iteration(prof, opts.iterations)}
 
 
-def _per_iteration(prof, iterations: int) -> list[dict]:
+def per_iteration(prof, iterations: int) -> list[dict]:
     memory = cpu_memory_events(prof)
     ranges = {int(e.name().rsplit("_", 1)[1]): (e.start_ns(), e.end_ns())
               for e in kineto_events(prof) if e.name().startswith("memgraph_iteration_")}

@@ -53,7 +53,7 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions, snapshot: str | None = 
             "end_allocated": torch.cuda.memory_allocated(),
             "end_reserved": torch.cuda.memory_reserved(),
             "device_used": _device_used(),
-            "nvidia_smi": _nvidia_smi(),
+            "nvidia_smi": nvidia_smi_query(),
             "memory_stats": {k: v for k, v in torch.cuda.memory_stats().items() if isinstance(v, (int, float))},
         })
         collect_compile_garbage(opts)  # --compile: the compiling iteration's cyclic garbage (compiled/step.py)
@@ -65,7 +65,7 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions, snapshot: str | None = 
         "gpu": {"name": props.name, "total_memory": props.total_memory,
                 "compute_capability": [props.major, props.minor], "cuda": torch.version.cuda,
                 "cudnn": torch.backends.cudnn.version(),  # cuDNN > 9.15 on sm90/sm100 puts cuDNN SDPA first
-                "driver": (_nvidia_smi() or {}).get("driver_version")},
+                "driver": (nvidia_smi_query() or {}).get("driver_version")},
         "device_used_before_model": context,
         "iterations": iterations,
     }
@@ -76,7 +76,7 @@ def _device_used() -> int:
     return total - free
 
 
-def _nvidia_smi() -> dict | None:
+def nvidia_smi_query() -> dict | None:
     try:
         out = subprocess.run(["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits", "-i", "0"],
                              capture_output=True, text=True, timeout=30, check=True).stdout.strip()

@@ -9,7 +9,7 @@ allocator under ``torch.profiler`` exactly as memgraph/measure/cpu.py does. Unli
 of the trace, gloo moves the data: whatever the collectives allocate on a rank is in its figures.
 
 The one difference from the trace's wrapper: DDP runs its C++ default all-reduce (``_AllReduceBySumCommHook``
-on gloo) rather than the Python hook the fake process group needs (trace/parallel/distributed.py ``_allreduce_hook``).
+on gloo) rather than the Python hook the fake process group needs (trace/parallel/distributed.py ``fake_group_allreduce_hook``).
 
 The record's ``iterations`` are rank 0's (what ``memgraph analyze`` predicts); ``ranks`` holds every rank's.
 
@@ -130,7 +130,7 @@ def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
     from torch.profiler import record_function
 
     from memgraph.cpu_profiler import memory_profile
-    from memgraph.measure.cpu import _per_iteration
+    from memgraph.measure.cpu import per_iteration
     from memgraph.measure.real_step import build_run, run_iteration
     from memgraph.model_spec.defaults import resolve_defaults
     from memgraph.private_api import allocation_events
@@ -148,7 +148,7 @@ def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
                     run_iteration(run, scaler=setup.engine_loop if opts.deepspeed else None)
             del run
         gc.collect()
-    iterations = _per_iteration(prof, opts.iterations)
+    iterations = per_iteration(prof, opts.iterations)
     for figures, step_thread in zip(iterations, _step_thread_peaks(prof, opts.iterations)):
         figures["peak_allocated_step_thread"] = step_thread
     events, ops = allocation_events(prof)

@@ -36,7 +36,7 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.auto_classes import auto_class
 from memgraph.model_spec.image_tokens import feature_rows, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
-from memgraph.model_spec.multimodal_inputs import KnownInput, _specials, _text_ids, image_text_to_text
+from memgraph.model_spec.multimodal_inputs import KnownInput, special_token_ids, random_text_ids, image_text_to_text
 from memgraph.model_spec.speech_inputs import NoSpeechLayout, feature_extractor_for
 from memgraph.private_api import processor_audio_inputs, processor_without_tokenizer, unavailable, voxtral_input_features
 
@@ -223,7 +223,7 @@ def audio_text_to_text(cfg, opts, defaults: dict, dtype: torch.dtype) -> Batch:
                             f"around them): pass --seq-len {per + 2} or more, or fewer --audio-seconds")
     text = cfg.get_text_config()
     gen = torch.Generator().manual_seed(TEXT_SEED)
-    ids = _text_ids(b * seq, text.vocab_size, _specials(cfg) | {_audio_token(cfg)}, gen).view(b, seq)
+    ids = random_text_ids(b * seq, text.vocab_size, special_token_ids(cfg) | {_audio_token(cfg)}, gen).view(b, seq)
     bos = getattr(text, "bos_token_id", None)
     ids[:, 0] = bos if isinstance(bos, int) else ids[:, 0]
     audio = torch.zeros(b, seq, dtype=torch.bool)

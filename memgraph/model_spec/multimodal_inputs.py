@@ -214,7 +214,7 @@ def _seq(opts: TrainingOptions, defaults: dict) -> int:
     return s
 
 
-def _specials(cfg) -> set[int]:
+def special_token_ids(cfg) -> set[int]:
     names = ("image_token_id", "image_token_index", "video_token_id", "video_token_index", "vision_start_token_id",
              "vision_end_token_id", "vision_token_id", "pad_token_id", "bos_token_id", "eos_token_id",
              "audio_token_id", "audio_token_index", "audio_start_token_id", "audio_end_token_id")  # omni thinkers
@@ -228,7 +228,7 @@ def _specials(cfg) -> set[int]:
     return out
 
 
-def _text_ids(n: int, vocab: int, specials: set[int], generator: torch.Generator) -> torch.Tensor:
+def random_text_ids(n: int, vocab: int, specials: set[int], generator: torch.Generator) -> torch.Tensor:
     """``n`` ordinary token ids (no special or multimodal token among them)."""
     ids = torch.randint(3, max(vocab, 4), (n,), generator=generator, dtype=LONG)
     if specials:
@@ -279,7 +279,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     bos = getattr(text, "bos_token_id", None)
     bos = bos if isinstance(bos, int) else 1
     gen = torch.Generator().manual_seed(TEXT_SEED)
-    ids = _text_ids(b * seq, text.vocab_size, _specials(cfg), gen).view(b, seq)
+    ids = random_text_ids(b * seq, text.vocab_size, special_token_ids(cfg), gen).view(b, seq)
     ids[:, 0] = bos
     image_mask = torch.zeros(b, seq, dtype=torch.bool)
     pos = 1
@@ -344,7 +344,7 @@ def _query_video(cfg, opts, defaults, dtype) -> list[InputSpec]:
         raise MemgraphError(f"--seq-len {seq} cannot hold a video of {tokens} query tokens with text: pass "
                             f"--seq-len {tokens + 2} or more")
     gen = torch.Generator().manual_seed(TEXT_SEED)
-    ids = _text_ids(b * seq, cfg.get_text_config().vocab_size, _specials(cfg), gen).view(b, seq)
+    ids = random_text_ids(b * seq, cfg.get_text_config().vocab_size, special_token_ids(cfg), gen).view(b, seq)
     video = torch.zeros(b, seq, dtype=torch.bool)
     video[:, :tokens] = True  # the processor puts the video tokens first, then BOS and the text
     ids[video] = _token(cfg, "video_token_index")
@@ -364,7 +364,7 @@ def _cross_attention(cfg, opts, defaults, dtype):
     h, w = image_hw(size)
     b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
     gen = torch.Generator().manual_seed(TEXT_SEED)
-    text_ids = _text_ids(b * seq, cfg.get_text_config().vocab_size, _specials(cfg), gen).view(b, seq)
+    text_ids = random_text_ids(b * seq, cfg.get_text_config().vocab_size, special_token_ids(cfg), gen).view(b, seq)
     known, pixels, note = cross_attention_batch(cfg, b, n, seq, h, w, text_ids)
     order = ("input_ids", "aspect_ratio_ids", "aspect_ratio_mask", "cross_attention_mask", "attention_mask", "labels")
     inputs = [_known(name, known[name]) for name in order]
@@ -449,7 +449,7 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
         raise _too_short(seq, need, what)
     gen = torch.Generator().manual_seed(TEXT_SEED)
     text = cfg.get_text_config()
-    ids = _text_ids(b * seq, text.vocab_size, _specials(cfg), gen).view(b, seq)
+    ids = random_text_ids(b * seq, text.vocab_size, special_token_ids(cfg), gen).view(b, seq)
     kind = torch.zeros(b, seq, dtype=LONG)  # mm_token_type_ids: 1 image, 2 video (processing_qwen2_vl.py)
     vision_tokens = torch.zeros(b, seq, dtype=torch.bool)
     start, end = _token(cfg, "vision_start_token_id"), _token(cfg, "vision_end_token_id")

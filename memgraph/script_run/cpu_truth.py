@@ -18,10 +18,10 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.profiler import record_function
 
 from memgraph.cpu_profiler import memory_profile
-from memgraph.measure.cpu import _per_iteration
+from memgraph.measure.cpu import per_iteration
 from memgraph.private_api import current_graph_task_id
 from memgraph.script_run.loop_watch import StopScript
-from memgraph.script_run.runner import ScriptCommand, _script_argv
+from memgraph.script_run.runner import ScriptCommand, script_argv
 
 
 class _Ranges:
@@ -61,7 +61,7 @@ def measure_script_cpu(command: ScriptCommand, steps: int) -> dict:
     handles = [torch.nn.modules.module.register_module_forward_pre_hook(ranges.forward_pre),
                register_optimizer_step_post_hook(ranges.step_post)]
     try:
-        with memory_profile() as prof, _script_argv(command, script), contextlib.redirect_stdout(sys.stderr):
+        with memory_profile() as prof, script_argv(command, script), contextlib.redirect_stdout(sys.stderr):
             try:
                 command.run()
             except StopScript:
@@ -69,7 +69,7 @@ def measure_script_cpu(command: ScriptCommand, steps: int) -> dict:
     finally:
         for h in handles:
             h.remove()
-    return {"script": list(command.argv), "steps": ranges.done, "iterations": _per_iteration(prof, ranges.done)}
+    return {"script": list(command.argv), "steps": ranges.done, "iterations": per_iteration(prof, ranges.done)}
 
 
 __all__ = ["measure_script_cpu"]

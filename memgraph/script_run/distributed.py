@@ -21,7 +21,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from memgraph.private_api import distributed_on_meta, fake_store
-from memgraph.trace.parallel.distributed import _allreduce_hook  # analyze's DDP bucket all-reduce on the fake group
+from memgraph.trace.parallel.distributed import fake_group_allreduce_hook  # analyze's DDP bucket all-reduce on the fake group
 
 _REAL_INIT = dist.init_process_group
 
@@ -44,7 +44,7 @@ def fake_world(nproc: int, asked: Counter):
 
     def init_ddp(self, *args, **kwargs):  # the fake group's futures carry no value: analyze's hook completes them
         ddp_init(self, *args, **kwargs)
-        self.register_comm_hook(types.SimpleNamespace(recorder=None), _allreduce_hook)
+        self.register_comm_hook(types.SimpleNamespace(recorder=None), fake_group_allreduce_hook)
 
     with mock.patch.dict(os.environ, env), mock.patch.object(dist, "init_process_group", init_process_group), \
             mock.patch.object(DDP, "__init__", init_ddp), distributed_on_meta(lambda t: None, lambda t: None):

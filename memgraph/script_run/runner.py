@@ -115,7 +115,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) ->
     stopped = False
     with contextlib.ExitStack() as stack:
         stack.callback(progress.watch, None)
-        stack.enter_context(_script_argv(command, script))
+        stack.enter_context(script_argv(command, script))
         stack.enter_context(contextlib.redirect_stdout(sys.stderr))  # the script's prints: not in the report
         if opts.target == "cuda":
             stack.enter_context(cuda_stand_in(get_gpu(opts.gpu), DeviceCounters(rec.log, "cuda"), autocasts))
@@ -197,7 +197,7 @@ def _both(first, second):
 
 
 @contextlib.contextmanager
-def _script_argv(command: ScriptCommand, script: str):
+def script_argv(command: ScriptCommand, script: str):
     """``sys.argv`` and ``sys.path[0]`` as ``python SCRIPT ARGS`` sets them; restored afterwards."""
     argv, path = sys.argv[:], sys.path[:]
     sys.argv = [script, *command.args]

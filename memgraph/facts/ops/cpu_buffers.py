@@ -1,5 +1,5 @@
 """Byte counting shared by the CPU workspace models (facts/ops/cpu_workspace.py): tensor and copy sizes,
-the allocation timeline of one kernel (:class:`_Timeline`), and the arguments of the convolution ops."""
+the allocation timeline of one kernel (:class:`Timeline`), and the arguments of the convolution ops."""
 
 from __future__ import annotations
 
@@ -7,30 +7,23 @@ from dataclasses import dataclass
 
 import torch
 
-from memgraph.private_api import suggest_memory_format
-
 
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-def _nbytes(t: torch.Tensor) -> int:
+def tensor_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def _copy_bytes(t: torch.Tensor | None, memory_format=torch.contiguous_format) -> int:
+def copy_bytes(t: torch.Tensor | None, memory_format=torch.contiguous_format) -> int:
     """Bytes ``t.contiguous(memory_format)`` allocates: a full copy unless ``t`` already is."""
     if t is None or t.is_contiguous(memory_format=memory_format):
         return 0
-    return _nbytes(t)
-
-
-def _suggest_memory_format(t: torch.Tensor):
-    """c10 ``TensorBase::suggest_memory_format`` (channels-last strides -> channels_last)."""
-    return suggest_memory_format(t)
+    return tensor_bytes(t)
 
 
 @dataclass
-class _Timeline:
+class Timeline:
     """Replays a kernel's allocations in source order; ``peak`` is relative to the op's start."""
 
     live: int = 0
@@ -53,7 +46,7 @@ class _Timeline:
         return [extra] if extra > 0 else []
 
 
-def _tensor_args_conv(args, kwargs):
+def tensor_args_conv(args, kwargs):
     """aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)."""
     names = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups")
     a = dict(zip(names, args))
@@ -61,7 +54,7 @@ def _tensor_args_conv(args, kwargs):
     return a
 
 
-def _tensor_args_conv_bwd(args, kwargs):
+def tensor_args_conv_bwd(args, kwargs):
     """aten.convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
     transposed, output_padding, groups, output_mask)."""
     names = ("grad_output", "input", "weight", "bias_sizes", "stride", "padding", "dilation", "transposed",
@@ -71,7 +64,7 @@ def _tensor_args_conv_bwd(args, kwargs):
     return a
 
 
-def _expand_param(p, dim: int) -> list[int]:
+def expand_param(p, dim: int) -> list[int]:
     """Convolution.cpp ``expand_param_if_needed``: one value for every spatial dim."""
     p = list(p) if isinstance(p, (list, tuple)) else [int(p)]
     return p * dim if len(p) == 1 else p

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from memgraph.facts.ops.cpu_buffers import _expand_param, _suggest_memory_format
+from memgraph.facts.ops.cpu_buffers import expand_param
+from memgraph.private_api import suggest_memory_format
 from memgraph.private_api import PrivateApiError, nnpack_enabled, select_conv_backend
 
 
@@ -22,7 +23,7 @@ def conv_backend(input, weight, stride, padding, dilation, transposed, output_pa
     flags, never strides or data).
     """
     dim = weight.dim() - 2
-    stride, padding, dilation, output_padding = (_expand_param(p, dim) for p in (stride, padding, dilation, output_padding))
+    stride, padding, dilation, output_padding = (expand_param(p, dim) for p in (stride, padding, dilation, output_padding))
     in_shape, w_shape = list(input.shape), list(weight.shape)
     if weight.dim() == 3:  # view1d_as_2d + view4d (unsqueeze(2))
         in_shape.insert(2, 1)
@@ -98,9 +99,9 @@ def _use_mkldnn(in_shape, w_shape, dtype, stride, dilation, transposed, output_p
     return first and second
 
 
-def _thnn_memory_format(input, weight):
+def thnn_memory_format(input, weight):
     """ConvUtils.h ``thnn_conv_use_channels_last``: channels_last if input or weight suggests it."""
-    if input.dim() == 4 and (_suggest_memory_format(input) == torch.channels_last
-                             or _suggest_memory_format(weight) == torch.channels_last):
+    if input.dim() == 4 and (suggest_memory_format(input) == torch.channels_last
+                             or suggest_memory_format(weight) == torch.channels_last):
         return torch.channels_last
     return torch.contiguous_format

@@ -10,7 +10,7 @@ import os
 import torch
 
 from memgraph.cpu_profiler import cpu_memory_events, memory_profile
-from memgraph.facts.ops.cpu_buffers import _nbytes
+from memgraph.facts.ops.cpu_buffers import tensor_bytes
 from memgraph.private_api import tree_flatten, tree_map
 from memgraph.units import MiB
 
@@ -82,7 +82,7 @@ def _meta_output_bytes(op, args: tuple, kwargs: dict) -> int:
 
 def _alloc_bytes(args) -> int:
     flat, _ = tree_flatten(args)
-    return sum(_nbytes(t) for t in flat if isinstance(t, torch.Tensor))
+    return sum(tensor_bytes(t) for t in flat if isinstance(t, torch.Tensor))
 
 
 def _run_profiled(op, args, kwargs, batch: int | None, batched: tuple[int, ...]) -> int:
@@ -131,7 +131,7 @@ def probe_kernel_peak(op, args: tuple, kwargs: dict, batched: tuple[int, ...] = 
             result = _run_profiled(op, args, kwargs, None, batched)
         elif batch and batch >= MIN_BATCH_TO_EXTRAPOLATE:
             # every output is counted as per-sample (grad_weight is not): n2 errs small, the probe stays bounded
-            batched_bytes = sum(_nbytes(args[i]) for i in batched if isinstance(args[i], torch.Tensor)) + outputs
+            batched_bytes = sum(tensor_bytes(args[i]) for i in batched if isinstance(args[i], torch.Tensor)) + outputs
             per_sample = max(1, batched_bytes // batch)
             fixed = total - per_sample * batch
             n2 = min(batch // 2, (limit - fixed) // per_sample)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from memgraph.facts.ops.cpu_buffers import _Timeline, _expand_param
-from memgraph.facts.ops.cpu_slow2d import _as_2d
+from memgraph.facts.ops.cpu_buffers import Timeline, expand_param
+from memgraph.facts.ops.cpu_slow2d import as_2d
 
 
 # --------------------------------------------------------------------------------------------
@@ -33,8 +33,8 @@ def mkldnn_estimate(input, weight, stride, padding, dilation, groups, output_mas
     """
     item = input.element_size()
     k3 = weight.dim() == 3
-    x, w = _as_2d(input, k3), _as_2d(weight, k3)
-    s, p, d = (_expand_param(v, 1 if k3 else 2) for v in (stride, padding, dilation))
+    x, w = as_2d(input, k3), as_2d(weight, k3)
+    s, p, d = (expand_param(v, 1 if k3 else 2) for v in (stride, padding, dilation))
     if k3:
         s, p, d = [1] + s, [0] + p, [1] + d
     n, c = x.shape[0], x.shape[1]
@@ -48,7 +48,7 @@ def mkldnn_estimate(input, weight, stride, padding, dilation, groups, output_mas
     w_b = _pad(o) * (c // groups if first_conv else _pad(c // groups)) * kernel * item * (groups if groups > 1 else 1)
     dst_b = n * _pad(o) * spatial_out * item
     out = n * o * spatial_out * item
-    tl = _Timeline()
+    tl = Timeline()
     if output_mask is None:  # forward
         tl.alloc(src_b)
         tl.alloc(w_b)

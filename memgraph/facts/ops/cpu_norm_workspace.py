@@ -8,7 +8,8 @@ import math
 
 import torch
 
-from memgraph.facts.ops.cpu_buffers import _Timeline, _copy_bytes, _nbytes, _suggest_memory_format
+from memgraph.facts.ops.cpu_buffers import Timeline, copy_bytes, tensor_bytes
+from memgraph.private_api import suggest_memory_format
 
 
 # --------------------------------------------------------------------------------------------
@@ -30,7 +31,7 @@ def _bn_channels_last_kernel(x: torch.Tensor) -> bool:
     """batch_norm_kernel.cpp picks its ``*_channels_last_impl`` for channels-last inputs and for
     contiguous ones whose image size is 1 ("NC11 is also channels last")."""
     image = x.numel() // max(1, x.shape[0] * x.shape[1]) if x.dim() >= 2 else 1
-    return _suggest_memory_format(x) != torch.contiguous_format or image == 1
+    return suggest_memory_format(x) != torch.contiguous_format or image == 1
 
 
 def _is_contig(t) -> bool:
@@ -51,8 +52,8 @@ def _batch_norm(x, w, b, rm, rv, train: bool) -> list[int]:
     c = x.shape[1] if x.dim() > 1 else 1
     ps = _param_size(x)
     all_contig = _bn_contiguous(x) and _is_contig(w) and _is_contig(b) and _is_contig(rm) and _is_contig(rv)
-    tl = _Timeline()
-    tl.alloc(_nbytes(x), output=True)
+    tl = Timeline()
+    tl.alloc(tensor_bytes(x), output=True)
     if train:
         tl.alloc(2 * c * ps, output=True)
         if _bn_contiguous(x):
@@ -106,14 +107,14 @@ def batch_norm_backward(args: tuple, kwargs: dict, out) -> list[int]:
     mask = list(args[9] if len(args) > 9 else kwargs.get("output_mask", (True, True, True)))
     c = x.shape[1] if x.dim() > 1 else 1
     ps = _param_size(x)
-    tl = _Timeline()
-    gi = tl.alloc(_nbytes(x) if mask[0] else 0)
+    tl = Timeline()
+    gi = tl.alloc(tensor_bytes(x) if mask[0] else 0)
     tl.alloc(c * ps * (int(bool(mask[1])) + int(bool(mask[2]))), output=True)
     all_contig = (_bn_contiguous(x) and _bn_contiguous(go)
-                  and _suggest_memory_format(x) == _suggest_memory_format(go))
+                  and suggest_memory_format(x) == suggest_memory_format(go))
     if all_contig:
         if mask[0]:
-            tl.alloc(_nbytes(x), output=True)
+            tl.alloc(tensor_bytes(x), output=True)
             tl.free(gi)
         if _bn_channels_last_kernel(x):
             train = bool(args[7]) if len(args) > 7 else bool(kwargs.get("train", True))
@@ -133,7 +134,7 @@ def layer_norm(args: tuple, kwargs: dict, out) -> list[int]:
     x = args[0]
     w = args[2] if len(args) > 2 else kwargs.get("weight")
     b = args[3] if len(args) > 3 else kwargs.get("bias")
-    extra = _copy_bytes(x) + _copy_bytes(w) + _copy_bytes(b)
+    extra = copy_bytes(x) + copy_bytes(w) + copy_bytes(b)
     return [extra] if extra else []
 
 
@@ -154,9 +155,9 @@ def layer_norm_backward(args: tuple, kwargs: dict, out) -> list[int]:
     mask = list(args[7] if len(args) > 7 else kwargs.get("output_mask", (True, True, True)))
     n = math.prod(shape)
     m = x.numel() // max(1, n)
-    extra = _copy_bytes(x) + _copy_bytes(w) + _copy_bytes(b)
+    extra = copy_bytes(x) + copy_bytes(w) + copy_bytes(b)
     if m > 0 and n > 0:
-        extra += _copy_bytes(go)
+        extra += copy_bytes(go)
         if mask[1] or mask[2]:
             extra += 2 * torch.get_num_threads() * n * x.element_size()
     return [extra] if extra else []

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from memgraph.facts.ops.cpu_buffers import _Timeline, _copy_bytes, _expand_param, _nbytes
-from memgraph.facts.ops.cpu_conv_backend import _thnn_memory_format
+from memgraph.facts.ops.cpu_buffers import Timeline, copy_bytes, expand_param, tensor_bytes
+from memgraph.facts.ops.cpu_conv_backend import thnn_memory_format
 
 
 # --------------------------------------------------------------------------------------------
@@ -25,7 +25,7 @@ def _columns_bytes(input4d_shape, kernel, stride, padding, itemsize: int) -> int
     return n * c * kh * kw * oh * ow * itemsize
 
 
-def _as_2d(t: torch.Tensor | None, k3: bool):
+def as_2d(t: torch.Tensor | None, k3: bool):
     """Convolution.cpp ``view4d``: ``unsqueeze(2)`` of a 3-d (1-d conv) tensor; a view, no memory."""
     return t.unsqueeze(2) if (t is not None and k3) else t
 
@@ -42,7 +42,7 @@ def slow2d_forward(input, weight, stride, padding) -> list[int]:
     So the peak above the output is copies + columns.
     """
     item = input.element_size()
-    tl = _Timeline()
+    tl = Timeline()
     x, w, mf, s, p = _slow2d_operands(tl, input, weight, stride, padding)
     cols = tl.alloc(_columns_bytes(tuple(x.shape), tuple(w.shape[2:]), s, p, item))
     n, o = x.shape[0], w.shape[0]
@@ -53,18 +53,18 @@ def slow2d_forward(input, weight, stride, padding) -> list[int]:
     return tl.above_outputs()
 
 
-def _slow2d_operands(tl: "_Timeline", input, weight, stride, padding):
+def _slow2d_operands(tl: "Timeline", input, weight, stride, padding):
     """The copies both slow-conv2d directions make first (1-d convs as 2-d): operands, format, stride, padding."""
     k3 = weight.dim() == 3
-    c1 = tl.alloc(_copy_bytes(input) if k3 else 0)
-    x, w = _as_2d(input, k3), _as_2d(weight, k3)
+    c1 = tl.alloc(copy_bytes(input) if k3 else 0)
+    x, w = as_2d(input, k3), as_2d(weight, k3)
     if c1:
         x = x.contiguous()
-    mf = _thnn_memory_format(x, w)
-    tl.alloc(_copy_bytes(x, mf))
-    tl.alloc(_copy_bytes(w, mf))
-    s = _expand_param(stride, 2 if not k3 else 1)
-    p = _expand_param(padding, 2 if not k3 else 1)
+    mf = thnn_memory_format(x, w)
+    tl.alloc(copy_bytes(x, mf))
+    tl.alloc(copy_bytes(w, mf))
+    s = expand_param(stride, 2 if not k3 else 1)
+    p = expand_param(padding, 2 if not k3 else 1)
     if k3:
         s, p = [1] + s, [0] + p
     return x, w, mf, s, p
@@ -88,18 +88,18 @@ def slow2d_backward(grad_output, input, weight, stride, padding, output_mask) ->
     """
     item = input.element_size()
     mask = list(output_mask)
-    tl = _Timeline()
+    tl = Timeline()
     x, w, mf, s, p = _slow2d_operands(tl, input, weight, stride, padding)
-    go = _as_2d(grad_output, weight.dim() == 3)
-    go_copy = _copy_bytes(go, mf)
+    go = as_2d(grad_output, weight.dim() == 3)
+    go_copy = copy_bytes(go, mf)
     if mask[0]:
         tl.alloc(go_copy)
-        tl.alloc(_nbytes(x), output=True)
+        tl.alloc(tensor_bytes(x), output=True)
         tl.free(go_copy)
     if mask[2]:
         tl.alloc(w.shape[0] * item, output=True)
     if mask[1]:
-        tl.alloc(_nbytes(w), output=True)
+        tl.alloc(tensor_bytes(w), output=True)
         tl.alloc(go_copy)
         cols = tl.alloc(_columns_bytes(tuple(x.shape), tuple(w.shape[2:]), s, p, item))
         tl.free(cols)

@@ -17,7 +17,7 @@ at once, one entry after the other (see ``Recorder._transient``). So buffers tha
 kernel's peak: ``entry = (peak of the kernel's own allocations) - (bytes of its outputs)``. That
 is exact for the peak even where the kernel allocates a buffer *before* its output (slow_conv2d's
 im2col columns) or frees part of it before allocating the output (oneDNN reorders): the trace's
-peak inside the op is ``outputs + entry`` = the kernel's peak. :class:`_Timeline` replays a
+peak inside the op is ``outputs + entry`` = the kernel's peak. :class:`Timeline` replays a
 kernel's allocation order and returns that number.
 
 Convolution (all of it is here: ``aten.convolution`` and ``aten.convolution_backward``, the two
@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import torch
 
-from memgraph.facts.ops.cpu_buffers import _copy_bytes, _tensor_args_conv, _tensor_args_conv_bwd
+from memgraph.facts.ops.cpu_buffers import copy_bytes, tensor_args_conv, tensor_args_conv_bwd
 from memgraph.facts.ops.cpu_conv_backend import conv_backend
 from memgraph.facts.ops.cpu_kernel_probe import probe_kernel_peak
 from memgraph.facts.ops.cpu_mkldnn_estimate import mkldnn_estimate
@@ -84,7 +84,7 @@ def _need_backward(*tensors) -> bool:
 
 def convolution(args: tuple, kwargs: dict, out) -> list[int]:
     """``aten.convolution`` on CPU (see the module docstring)."""
-    a = _tensor_args_conv(args, kwargs)
+    a = tensor_args_conv(args, kwargs)
     x, w, b = a["input"], a["weight"], a.get("bias")
     backend = conv_backend(x, w, a["stride"], a["padding"], a["dilation"], a["transposed"],
                            a["output_padding"], a["groups"], _need_backward(x, w, b))
@@ -102,7 +102,7 @@ def convolution(args: tuple, kwargs: dict, out) -> list[int]:
 
 def convolution_backward(args: tuple, kwargs: dict, out) -> list[int]:
     """``aten.convolution_backward`` on CPU (see the module docstring)."""
-    a = _tensor_args_conv_bwd(args, kwargs)
+    a = tensor_args_conv_bwd(args, kwargs)
     go, x, w = a["grad_output"], a["input"], a["weight"]
     backend = conv_backend(x, w, a["stride"], a["padding"], a["dilation"], a["transposed"],
                            a["output_padding"], a["groups"], need_backward=True)
@@ -128,7 +128,7 @@ def embedding_dense_backward(args: tuple, kwargs: dict, out) -> list[int]:
     ``indices.contiguous()`` and ``grad_.contiguous()`` (copies of strided ones, held to the end);
     the ``scale_grad_by_freq`` counts are a ``new index_t[]`` array, not c10 memory."""
     grad, indices = args[0], args[1]
-    extra = _copy_bytes(indices) + _copy_bytes(grad)
+    extra = copy_bytes(indices) + copy_bytes(grad)
     return [extra] if extra else []
 
 

@@ -11,7 +11,7 @@ data) and wraps the model the way a user does, so the trace holds what rank 0 al
   unless ``find_unused_parameters``) and rebuilds the buckets in the order gradients became ready at
   the second forward (``Reducer::rebuild_buckets``: first bucket capped at
   ``dist._DEFAULT_FIRST_BUCKET_BYTES`` = 1 MiB, the others at ``bucket_cap_mb`` = 25 MiB). The buckets'
-  all-reduce runs as PyTorch's default hook does (:func:`_allreduce_hook`).
+  all-reduce runs as PyTorch's default hook does (:func:`fake_group_allreduce_hook`).
 * ``fsdp``: FSDP2 ``fully_shard`` on every transformer block (the model's ``_no_split_modules``
   classes, as transformers' FSDP integration picks them; else each child of the root that holds
   parameters), then on the root. Parameters, gradients and optimizer state are DTensors holding
@@ -42,6 +42,7 @@ from memgraph.errors import MemgraphError
 from memgraph.facts.nccl import nccl_buffers
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.options import FSDP_STRATEGIES, TP_STRATEGIES, TrainingOptions
+from memgraph.notes import Note
 from memgraph.private_api import clear_dtensor_sharding_cache, distributed_on_meta, fake_store
 from memgraph.trace.record.event_log import Origin, Role
 from memgraph.trace.record.recorder import Recorder
@@ -125,7 +126,7 @@ class DistributedRun:
 
     def __init__(self, opts: TrainingOptions, comm_hook: bool = True, rank: int = 0):
         """``comm_hook=False``: DDP keeps its C++ default all-reduce (a real process group, measure/distributed.py);
-        the fake process group needs :func:`_allreduce_hook`. ``rank``: the rank the fake process group makes
+        the fake process group needs :func:`fake_group_allreduce_hook`. ``rank``: the rank the fake process group makes
         this process (the trace is that rank's)."""
         self.opts = opts
         self.rank = rank
@@ -221,7 +222,7 @@ class DistributedRun:
 
         ddp = DistributedDataParallel(model, gradient_as_bucket_view=self.opts.gradient_as_bucket_view)
         if self.comm_hook:
-            ddp.register_comm_hook(self, _allreduce_hook)
+            ddp.register_comm_hook(self, fake_group_allreduce_hook)
         return ddp
 
     def _fsdp(self, model: nn.Module, mesh) -> nn.Module:
@@ -314,14 +315,17 @@ class DistributedRun:
             notes.append(f"fsdp+tp: a DeviceMesh (dp={self.nproc // t}, tp={t}) (torchtitan's layout: TP over "
                          "neighbouring ranks); the TP plan is applied on tp first, then FSDP2 fully_shard over dp "
                          "shards each TP shard again on dim 0")
-        notes.append(f"tensor parallel: torch.distributed.tensor.parallel.parallelize_module over {ranks} ranks with "
-                     f"the model's base_model_tp_plan ({self._tp_entries} entries: q/k/v/gate/up ColwiseParallel, "
-                     "o/down RowwiseParallel), the input embedding RowwiseParallel and the head ColwiseParallel with "
-                     "replicated logits (torchtitan's Llama plan, no loss parallelism); sharded parameters, gradients "
-                     f"and optimizer state are rank {self.rank}'s shards; "
-                     + (f"the {self._tp_replicated} modules outside the plan hold replicated DTensors (torchtitan's "
-                        "NoParallel)" if self._tp_replicated else "no module is left outside the plan")
-                     + ("" if self.opts.sequence_parallel else "; no sequence parallelism (--sequence-parallel)"))
+        # typed (memgraph/notes.py): the modules outside the plan (a norm per layer) follow the depth
+        notes.append(Note("tensor parallel: torch.distributed.tensor.parallel.parallelize_module over {ranks} ranks "
+                          "with the model's base_model_tp_plan ({entries} entries: q/k/v/gate/up ColwiseParallel, "
+                          "o/down RowwiseParallel), the input embedding RowwiseParallel and the head ColwiseParallel "
+                          "with replicated logits (torchtitan's Llama plan, no loss parallelism); sharded parameters, "
+                          "gradients and optimizer state are rank {rank}'s shards; "
+                          + ("the {replicated} modules outside the plan hold replicated DTensors (torchtitan's "
+                             "NoParallel)" if self._tp_replicated else "no module is left outside the plan")
+                          + ("" if self.opts.sequence_parallel else "; no sequence parallelism (--sequence-parallel)"),
+                          per_layer=("replicated",), ranks=ranks, entries=self._tp_entries, rank=self.rank,
+                          replicated=self._tp_replicated))
         if self.opts.sequence_parallel:
             notes.append(f"sequence parallel: the norms SequenceParallel on 1/{ranks} of the sequence, attention and "
                          "MLP inputs all-gathered (PrepareModuleInput), o/down reduce-scattered (RowwiseParallel("
@@ -340,10 +344,11 @@ class DistributedRun:
                       f"{self.nproc // m} GPUs of a node and replicated across nodes (gradients reduce-scattered "
                       "within the node, then all-reduced across nodes)"]
         return hybrid + [
-            f"FSDP2: fully_shard on {len(self._units)} units ({self._unit_rule}) and the root; parameters, "
-            f"gradients and optimizer state are rank {self.rank}'s shards; each unit's parameters are all-gathered "
-            f"for its forward and backward and {reshard}; gathered parameters count as activations or "
-            "temporaries"] + (["FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) instead "
+            Note("FSDP2: fully_shard on {units} units ({rule}) and the root; parameters, gradients and optimizer "
+                 "state are rank {rank}'s shards; each unit's parameters are all-gathered for its forward and "
+                 "backward and {reshard}; gathered parameters count as activations or temporaries",
+                 per_layer=("units",), units=len(self._units), rule=self._unit_rule, rank=self.rank,
+                 reshard=reshard)] + (["FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) instead "
                                    "of autocast: each unit's float32 shard is cast to bfloat16 before its all-gather"]
                                   if self.opts.fsdp_mixed_precision else [])
 
@@ -391,7 +396,7 @@ def fsdp_units(model: nn.Module) -> tuple[list[tuple[str, nn.Module]], str]:
     return units, "each child of the root that holds parameters"
 
 
-def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.Tensor]:
+def fake_group_allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.Tensor]:
     """DDP's all-reduce of one bucket, as PyTorch's default does it, in place.
 
     torch 2.13 torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py ``allreduce_hook`` divides the
@@ -411,7 +416,7 @@ def _allreduce_hook(run: DistributedRun, bucket) -> torch.futures.Future[torch.T
 
 
 # DDP.register_comm_hook checks the return annotation as an object; this module's annotations are strings
-_allreduce_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
+fake_group_allreduce_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
 
 
 __all__ = ["DDP_BUCKET_MODULE", "DistributedRun", "distributed_run", "DistributedRecorder", "ZERO_MAPPING", "fsdp_units"]

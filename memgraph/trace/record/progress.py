@@ -23,6 +23,12 @@ def watch(log) -> None:
     _state["log"] = log
 
 
+def activity() -> tuple:
+    """Changes whenever the analysis moves on: (stage, when it began, ops recorded so far)."""
+    log = _state["log"]
+    return _state["stage"], _state["since"], len(log.ops) if log is not None else 0
+
+
 def position(short: bool = False) -> str:
     """e.g. ``tracing: iteration 1, backward, model.layers.3.mlp, aten.mm.default (12,345 ops)``."""
     where = _state["stage"]

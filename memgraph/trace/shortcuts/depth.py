@@ -63,7 +63,7 @@ def find_stack(parameter_names_by_depth: dict[int, list[str]]) -> str:
     return candidates.pop()
 
 
-class _Layers:
+class Layers:
     """Reads and rewrites the layer index in names and module paths of one stack."""
 
     def __init__(self, stack: str):
@@ -83,7 +83,7 @@ class _Layers:
 class _Synthesis:
     """One synthesis: the depth-``b`` log, the layer ``m`` to repeat, ``k`` extra copies of it."""
 
-    def __init__(self, log: EventLog, layers: _Layers, depth: int, target: int, trainable: set[int]):
+    def __init__(self, log: EventLog, layers: Layers, depth: int, target: int, trainable: set[int]):
         self.log, self.layers, self.b = log, layers, depth
         self.m = depth // 2  # an interior layer: its neighbours m-1 and m+1 are layers like it
         self.k = target - depth
@@ -352,7 +352,7 @@ def synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[i
 
 
 def _synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[int], sids: set[int]):
-    syn = _Synthesis(log, _Layers(stack), depth, target, sids)
+    syn = _Synthesis(log, Layers(stack), depth, target, sids)
     stream = syn.emit(sorted(set(marks)))
     new_sid: dict[tuple[int, int], int] = {}
     new_op: dict[tuple[int, int], int] = {}

@@ -34,7 +34,7 @@ from dataclasses import replace
 
 from memgraph.model_spec.depth import model_depth, with_depth
 from memgraph.notes import Note
-from memgraph.trace.shortcuts.depth import SynthesisError, _Layers, find_stack, synthesize
+from memgraph.trace.shortcuts.depth import SynthesisError, Layers, find_stack, synthesize
 from memgraph.trace.record.event_log import Origin
 from memgraph.trace.shortcuts.checks import first_difference
 
@@ -178,7 +178,7 @@ def _extrapolate_notes(notes: dict, lo: int, hi: int, depth: int) -> list[str]:
 def _modalities(modalities: dict[str, str], stack: str, b: int, depth: int) -> dict[str, str]:
     """Module path -> modality group at ``depth``: the paths of layer ``b // 2`` once per copy, later layers
     renumbered, in ``named_modules`` order."""
-    layers, m, k = _Layers(stack), b // 2, depth - b
+    layers, m, k = Layers(stack), b // 2, depth - b
     out = {}
     items = list(modalities.items())
     i = 0
@@ -198,7 +198,7 @@ def _modalities(modalities: dict[str, str], stack: str, b: int, depth: int) -> d
     return out
 
 
-def _shift(layers: _Layers, path: str, shift: int) -> str:
+def _shift(layers: Layers, path: str, shift: int) -> str:
     if not shift or layers.stack not in path:
         return path
     return layers.pattern.sub(lambda match: f"{layers.stack}.{int(match.group(1)) + shift}", path)
