@@ -66,17 +66,23 @@ def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
     LightOnOCR: the Pixtral tower crops each image to its size; a CPU tensor, as its values are read)."""
     cls = model_class_for(cfg)
     what = f"{getattr(cfg, 'model_type', '?')}'s image tokens per {height}x{width} image"
-    if cls is None or not hasattr(cls, "get_image_features"):
-        raise MemgraphError(f"cannot count {what}: the model has no get_image_features; describe the inputs with --input")
-    hidden = cfg.get_text_config().hidden_size
-    param = inspect.signature(cls.get_image_features).parameters.get("image_sizes")
-    sizes = param is not None and param.default is inspect.Parameter.empty
-    extra = {"image_sizes": torch.tensor([[height, width]])} if sizes else {}
+    if cls is None:
+        raise MemgraphError(f"cannot count {what}: no image-text class for it; describe the inputs with --input")
     try:
         with torch.device("meta"):
             model = cls(copy.deepcopy(cfg))
     except Exception as e:
         raise MemgraphError(f"cannot count {what}: building it on meta failed ({type(e).__name__}: {str(e)[:160]})") from e
+    if not hasattr(model, "get_image_features"):
+        # DeepSeek-VL, DeepSeek-VL-Hybrid, Janus: the head class leaves get_image_features to its base model
+        # (``model.model``, e.g. modeling_janus.py JanusModel.get_image_features)
+        model = getattr(model, "model", None)
+    if model is None or not hasattr(model, "get_image_features"):
+        raise MemgraphError(f"cannot count {what}: the model has no get_image_features; describe the inputs with --input")
+    hidden = cfg.get_text_config().hidden_size
+    param = inspect.signature(model.get_image_features).parameters.get("image_sizes")
+    sizes = param is not None and param.default is inspect.Parameter.empty
+    extra = {"image_sizes": torch.tensor([[height, width]])} if sizes else {}
     if cfg.model_type in FAMILY_RULES:
         return FAMILY_RULES[cfg.model_type](cfg)
     if isinstance(getattr(cfg, "num_query_tokens", None), int) and hasattr(model, "query_tokens"):

@@ -57,6 +57,7 @@ from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.patch_grid import is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
 
 LONG = torch.int64
@@ -177,6 +178,8 @@ def layout_of(cfg) -> str | None:
     if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
             and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"
+    if is_patch_grid(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
+        return "grid"  # the same layout, its sizes named otherwise (patch_grid.py)
     if _native_size(vision) is not None and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "fixed"
     return None
@@ -402,7 +405,7 @@ def qwen2_vl_grid(cfg, size, min_pixels: int = QWEN2VL_MIN_PIXELS,
                   max_pixels: int = QWEN2VL_MAX_PIXELS) -> tuple[int, int, int]:
     """(grid_h, grid_w, visual tokens) of one image of ``size`` (N or (H, W)) after the processor's resize."""
     v = cfg.vision_config
-    patch, merge = _one(v.patch_size), v.spatial_merge_size
+    patch, merge = _one(v.patch_size), merge_of(v)
     h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=min_pixels, max_pixels=max_pixels)
     gh, gw = h // patch, w // patch
     return gh, gw, gh * gw // (merge * merge)
@@ -422,7 +425,7 @@ def qwen2_vl_video_grid(cfg, size, frames: int) -> tuple[int, int, int, int]:
     ``smart_resize`` within the video processor's budget, frames padded to a multiple of the temporal patch and
     grouped by it (video_processing_qwen2_vl.py: ``grid_t = (frames + -frames % temporal) // temporal``)."""
     v = cfg.vision_config
-    patch, merge, temporal = _one(v.patch_size), v.spatial_merge_size, _one(v.temporal_patch_size)
+    patch, merge, temporal = _one(v.patch_size), merge_of(v), temporal_of(v)
     h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=QWEN2VL_VIDEO_MIN_PIXELS,
                         max_pixels=QWEN2VL_VIDEO_MAX_PIXELS)
     gt, gh, gw = (frames + -frames % temporal) // temporal, h // patch, w // patch
@@ -472,19 +475,23 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
         vision_tokens[:, pos:pos + per_audio + 2] = True  # no loss on them either
     labels = ids.masked_fill(vision_tokens, IGNORE_INDEX)
     channels = getattr(v, "in_channels", None) or getattr(v, "in_chans", 3)
-    patch, temporal = _one(v.patch_size), _one(v.temporal_patch_size)
-    row = channels * temporal * patch * patch
+    qwen = hasattr(v, "spatial_merge_size") and hasattr(v, "temporal_patch_size")
+    if qwen:
+        row = (channels * temporal_of(v) * _one(v.patch_size) ** 2,)
+    else:  # patch_grid.py: the row its patch embedding reads
+        row = patch_row_shape(cfg, model_class_for(cfg))
     inputs = [
         _known("input_ids", ids),
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
-        _known("mm_token_type_ids", kind),
     ]
+    if qwen or _takes(cfg, "mm_token_type_ids"):
+        inputs.append(_known("mm_token_type_ids", kind))
     if n:
-        inputs += [InputSpec("pixel_values", (b * n * gh * gw, row), dtype),
+        inputs += [InputSpec("pixel_values", (b * n * gh * gw, *row), dtype),
                    _known("image_grid_thw", torch.tensor([[1, gh, gw]] * (b * n), dtype=LONG))]
     if video:
         gt, vh, vw, _ = video
-        inputs += [InputSpec("pixel_values_videos", (b * gt * vh * vw, row), dtype),
+        inputs += [InputSpec("pixel_values_videos", (b * gt * vh * vw, *row), dtype),
                    _known("video_grid_thw", torch.tensor([[gt, vh, vw]] * b, dtype=LONG))]
     if audio:
         feats = audio.features
