@@ -341,7 +341,19 @@ def tiny_config(model_type: str):
     _omni_vision_tokens(cfg)
     _shrink(cfg)
     _audio_output_width(cfg)
+    _cross_attention_width(cfg)
     return cfg
+
+
+def _cross_attention_width(cfg) -> None:
+    """BLIP's text decoder cross-attends to the image features through ``Linear(encoder_hidden_size, ...)``
+    (modeling_blip_text.py ``BlipTextSelfAttention``: ``nn.Linear(config.encoder_hidden_size, self.all_head_size)``
+    for cross-attention); released BLIP configs set it to the vision width (768), which the shrink changes: the tiny
+    text config takes the tiny vision width. (Of the configs of transformers 5.23, only BLIP's text config with a
+    vision config names encoder_hidden_size.)"""
+    text, vision = getattr(cfg, "text_config", None), getattr(cfg, "vision_config", None)
+    if text is not None and vision is not None and isinstance(getattr(text, "encoder_hidden_size", None), int):
+        text.encoder_hidden_size = vision.hidden_size
 
 
 # VoxtralProcessor.__init__ (processing_voxtral.py, transformers 5.23) sets ``audio_token_id = 24``, the id the
@@ -444,6 +456,8 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout == "query-video" else 1,
                   image_size=56 if layout == "grid" else None)
+        if layout == "prefix" and isinstance(getattr(cfg, "latent_query_num", None), int):  # Kosmos-2's latents
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + cfg.latent_query_num
         if layout == "query-video":  # 4 frames x num_query_tokens video tokens, then the usual text
             from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES
 

@@ -1,6 +1,8 @@
 """Inputs of image-text models, laid out the way their processors make them.
 
-Task ``image-text-to-text`` (``TASKS`` in ``tasks.py``) picks one of two layouts from the config:
+Task ``image-text-to-text`` (``TASKS`` in ``tasks.py``) picks a layout from the config: the two below, Mllama's
+cross-attention (cross_attention_inputs.py), InstructBLIP-Video's query video, and models whose text holds no image
+token (BLIP, GIT, Kosmos-2: vision_prefix_inputs.py). The two main ones:
 
 **LLaVA** (a CLIP-style vision tower with a fixed image size; ``vision_feature_select_strategy``
 in the config). Per sample, ``--images N`` images (default: zoo ``defaults.images``, else 1),
@@ -57,6 +59,7 @@ from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
 from memgraph.model_spec.patch_grid import is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
 
@@ -148,6 +151,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         notes = (note,)
     elif layout == "grid":
         inputs = _qwen2_vl(cfg, opts, defaults, dtype, audio)
+    elif layout == "prefix":
+        inputs = _prefix(cfg, opts, defaults, dtype)
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
         if is_anyres(cfg):
@@ -166,7 +171,8 @@ def layout_of(cfg) -> str | None:
     """``"grid"``: a vision config with ``spatial_merge_size`` and ``temporal_patch_size`` (Qwen2-VL and the
     models built on its vision tower: pixel_values as rows of flattened patches plus ``image_grid_thw``);
     ``"fixed"``: a vision config with an ``image_size`` and an image token id in the config (LLaVA and the
-    models whose processor resizes every image to that size); else None."""
+    models whose processor resizes every image to that size); ``"prefix"``: a fixed-size tower and no image token
+    (vision_prefix_inputs.py); else None."""
     vision = getattr(cfg, "vision_config", None)
     if vision is None:
         return None
@@ -182,6 +188,9 @@ def layout_of(cfg) -> str | None:
         return "grid"  # the same layout, its sizes named otherwise (patch_grid.py)
     if _native_size(vision) is not None and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "fixed"
+    if _native_size(vision) is not None and _token(cfg, "image_token_id", "image_token_index") is None \
+            and is_vision_prefix(cfg, model_class_for(cfg)):
+        return "prefix"  # no image token: the image enters beside the text (vision_prefix_inputs.py)
     return None
 
 
@@ -310,6 +319,20 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
         # ``mm_token_type_ids[array_ids == self.image_token_id] = 1``); Gemma 3 requires them in training
         inputs.append(_known("token_type_ids", image_mask.to(LONG)))
     return inputs
+
+
+def _prefix(cfg, opts, defaults, dtype) -> list[InputSpec]:
+    """BLIP, GIT, Kosmos-2, image encoder-decoders: vision_prefix_inputs.py, one image of the tower's size."""
+    native = _native_size(cfg.vision_config)
+    h, w = image_hw(opts.image_size or defaults.get("image_size") or native)
+    if (h, w) != native:
+        raise MemgraphError(f"this {cfg.model_type} model's vision tower takes {native[0]}x{native[1]} images (its "
+                            f"processor resizes to that); got --image-size {h}x{w}: pass --image-size {native[0]}")
+    b, seq = opts.batch_size, _seq(opts, defaults)
+    gen = torch.Generator().manual_seed(TEXT_SEED)
+    ids = _text_ids(b * seq, cfg.get_text_config().vocab_size, _specials(cfg), gen).view(b, seq)
+    return vision_prefix_inputs(cfg, model_class_for(cfg), b, seq, _images(opts, defaults), native, dtype, ids,
+                                _known, ImageInput)
 
 
 def _qformer_text(cfg, b: int, text_tokens: int, gen) -> list[InputSpec]:
