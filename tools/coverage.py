@@ -342,7 +342,26 @@ def tiny_config(model_type: str):
     _shrink(cfg)
     _audio_output_width(cfg)
     _cross_attention_width(cfg)
+    _projector_widths(cfg)
     return cfg
+
+
+def _projector_widths(cfg) -> None:
+    """Projector widths that released configs tie to the vision or text width, which the shrink changes (transformers
+    5.23; of its configs with a vision config, only these name the fields):
+
+    - Muse Glimmer / Muse Spark ``out_hidden_size``: "output dimension of the vision encoder after patch merging"
+      (configuration_muse_glimmer.py), the vision width times ``merge_size ** 2``;
+    - Hunyuan-VL, Inkling, Inkling 2 ``vision_config.text_hidden_size``: the text width (configuration_inkling2.py
+      checks ``vision_config.text_hidden_size == text_config.hidden_size``)."""
+    vision, text = getattr(cfg, "vision_config", None), getattr(cfg, "text_config", None)
+    if vision is None:
+        return
+    merge = getattr(vision, "merge_size", None)
+    if isinstance(getattr(cfg, "out_hidden_size", None), int) and isinstance(merge, int):
+        cfg.out_hidden_size = vision.hidden_size * merge * merge
+    if text is not None and isinstance(getattr(vision, "text_hidden_size", None), int):
+        vision.text_hidden_size = text.hidden_size
 
 
 def _cross_attention_width(cfg) -> None:
