@@ -343,6 +343,7 @@ def tiny_config(model_type: str):
     _audio_output_width(cfg)
     _cross_attention_width(cfg)
     _projector_widths(cfg)
+    _encoder_pooling(cfg)
     return cfg
 
 
@@ -362,6 +363,22 @@ def _projector_widths(cfg) -> None:
         cfg.out_hidden_size = vision.hidden_size * merge * merge
     if text is not None and isinstance(getattr(vision, "text_hidden_size", None), int):
         vision.text_hidden_size = text.hidden_size
+
+
+def _encoder_pooling(cfg) -> None:
+    """T5Gemma 2 keeps Gemma 3's vision tower and pooling projector in its encoder config: the same cap on
+    ``mm_tokens_per_image`` as Gemma 3's (``_shrink``), read there, and the image token id of the top level (no
+    parameter's shape depends on either, so its text-only rows are unchanged)."""
+    enc = getattr(cfg, "encoder", None)
+    vision = getattr(enc, "vision_config", None)
+    side = [getattr(vision, k, None) for k in ("image_size", "patch_size")]
+    tokens = getattr(enc, "mm_tokens_per_image", None)
+    if all(isinstance(v, int) for v in side) and isinstance(tokens, int) and tokens > (side[0] // side[1]) ** 2:
+        enc.mm_tokens_per_image = (side[0] // side[1]) ** 2
+    if isinstance(getattr(enc, "image_token_index", None), int) and isinstance(getattr(cfg, "image_token_index", None), int):
+        # the encoder reads its own image_token_index (256001 by default, as the top level's before _remap_tokens
+        # moved that one into the tiny vocabulary): the same id
+        enc.image_token_index = cfg.image_token_index
 
 
 def _cross_attention_width(cfg) -> None:

@@ -173,7 +173,7 @@ def layout_of(cfg) -> str | None:
     ``"fixed"``: a vision config with an ``image_size`` and an image token id in the config (LLaVA and the
     models whose processor resizes every image to that size); ``"prefix"``: a fixed-size tower and no image token
     (vision_prefix_inputs.py); else None."""
-    vision = getattr(cfg, "vision_config", None)
+    vision = vision_of(cfg)
     if vision is None:
         return None
     if is_cross_attention(cfg, model_class_for(cfg)):
@@ -192,6 +192,15 @@ def layout_of(cfg) -> str | None:
             and is_vision_prefix(cfg, model_class_for(cfg)):
         return "prefix"  # no image token: the image enters beside the text (vision_prefix_inputs.py)
     return None
+
+
+def vision_of(cfg):
+    """The vision config: ``cfg.vision_config``, or the encoder's where an encoder-decoder keeps its vision tower in
+    the encoder (T5Gemma 2: ``config.encoder.vision_config``, modeling_t5gemma2.py ``T5Gemma2Encoder``)."""
+    vision = getattr(cfg, "vision_config", None)
+    if vision is None:
+        vision = getattr(getattr(cfg, "encoder", None), "vision_config", None)
+    return vision
 
 
 def _token(cfg, *names):
@@ -270,7 +279,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     """LLaVA's layout for any model whose processor resizes every image to the vision tower's ``image_size``;
     the image tokens per image are the feature rows of the model's own ``get_image_features``
     (model_spec/image_tokens.py), the formula of :func:`llava_image_tokens` for LLaVA itself."""
-    vision, text = cfg.vision_config, cfg.get_text_config()
+    vision, text = vision_of(cfg), cfg.get_text_config()
     native = _native_size(vision)
     requested = opts.image_size or defaults.get("image_size") or native
     h, w = image_hw(requested)
