@@ -162,7 +162,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         raise NoImageTextLayout(
             f"no image-text input layout for model_type {getattr(cfg, 'model_type', '?')!r}: configs with a "
             "vision_config of a fixed image_size and an image token id (LLaVA-style) and configs with "
-            "spatial_merge_size and temporal_patch_size (Qwen2-VL-style) are supported; describe the inputs with --input"
+            "spatial_merge_size and temporal_patch_size (Qwen2-VL-style), or a fixed-size vision tower and no image "
+            "token (BLIP, GIT, Kosmos-2) are supported; describe the inputs with --input"
         )
     return Batch(tuple(inputs), {}, notes=notes)
 
