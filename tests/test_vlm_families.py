@@ -52,11 +52,13 @@ def test_image_features_of_the_base_model(model_type):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", ["deepseek_vl", "janus", "cosmos3_edge", "git", "blip", "kosmos-2", "mistral3", "muse_glimmer",
-                                        "t5gemma2"])
+@pytest.mark.parametrize("model_type", ["deepseek_vl", "janus", "cosmos3_edge", "git", "blip", "kosmos-2", "mistral3",
+                                        "muse_glimmer",
+                                        "t5gemma2", "paddleocr_vl"])
 def test_real_cpu_step_within_one_percent(model_type):
     """Measured for real on the CPU allocator and analysed for the cpu target; 1%: the coverage sweep's tolerance
-    (measured -0.123%, -0.001%, -0.007%, -0.078%, -0.100%, -0.002%, -0.117%, -0.001%, -0.071%)."""
+    (measured -0.123%, -0.001%, -0.007%, -0.078%, -0.100%, -0.002%, -0.117%, -0.001%, -0.071%,
+    -0.123%)."""
     from tools.coverage import architectures, run_one
 
     rows = [run_one(*a) for a in architectures(["image-text-to-text"], model_type)]

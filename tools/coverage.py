@@ -236,6 +236,11 @@ def _shrink_feature_layers(cfg, vision) -> None:
 QWEN2VL_MROPE_DEFAULT = (16, 24, 24)  # modeling_qwen2_vl.py: rope_parameters.get("mrope_section", [16, 24, 24])
 
 
+# text configs that name no mrope_section while their model reads Qwen2-VL's default (modeling_paddleocr_vl.py:
+# ``config.rope_parameters.get("mrope_section", [16, 24, 24])``)
+MROPE_DEFAULT_READERS = ("paddleocr_vl_text",)
+
+
 def _shrink_mrope(cfg) -> None:
     """Multimodal rotary sections (Qwen2-VL's ``mrope_section`` [16, 24, 24]: temporal, height, width) must sum
     to half the head dim (modeling_qwen2_vl.py apply_multimodal_rotary_pos_emb splits cos/sin by them, twice):
@@ -244,7 +249,8 @@ def _shrink_mrope(cfg) -> None:
     for key in ("rope_parameters", "rope_scaling"):
         rope = getattr(cfg, key, None)
         sections = rope.get("mrope_section") if isinstance(rope, dict) else None
-        if sections is None and isinstance(rope, dict) and "mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ()):
+        if sections is None and isinstance(rope, dict) and ("mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ())
+                                                           or getattr(cfg, "model_type", None) in MROPE_DEFAULT_READERS):
             sections = list(QWEN2VL_MROPE_DEFAULT)  # the model's default when the config has none
         if not isinstance(sections, list) or not sections or sum(sections) == head_dim // 2:
             continue
