@@ -236,6 +236,11 @@ def _shrink_feature_layers(cfg, vision) -> None:
 QWEN2VL_MROPE_DEFAULT = (16, 24, 24)  # modeling_qwen2_vl.py: rope_parameters.get("mrope_section", [16, 24, 24])
 
 
+# text configs that name no mrope_section while their model reads Qwen2-VL's default (modeling_paddleocr_vl.py:
+# ``config.rope_parameters.get("mrope_section", [16, 24, 24])``)
+MROPE_DEFAULT_READERS = ("paddleocr_vl_text",)
+
+
 def _shrink_mrope(cfg) -> None:
     """Multimodal rotary sections (Qwen2-VL's ``mrope_section`` [16, 24, 24]: temporal, height, width) must sum
     to half the head dim (modeling_qwen2_vl.py apply_multimodal_rotary_pos_emb splits cos/sin by them, twice):
@@ -244,7 +249,8 @@ def _shrink_mrope(cfg) -> None:
     for key in ("rope_parameters", "rope_scaling"):
         rope = getattr(cfg, key, None)
         sections = rope.get("mrope_section") if isinstance(rope, dict) else None
-        if sections is None and isinstance(rope, dict) and "mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ()):
+        if sections is None and isinstance(rope, dict) and ("mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ())
+                                                           or getattr(cfg, "model_type", None) in MROPE_DEFAULT_READERS):
             sections = list(QWEN2VL_MROPE_DEFAULT)  # the model's default when the config has none
         if not isinstance(sections, list) or not sections or sum(sections) == head_dim // 2:
             continue
@@ -341,7 +347,55 @@ def tiny_config(model_type: str):
     _omni_vision_tokens(cfg)
     _shrink(cfg)
     _audio_output_width(cfg)
+    _cross_attention_width(cfg)
+    _projector_widths(cfg)
+    _encoder_pooling(cfg)
     return cfg
+
+
+def _projector_widths(cfg) -> None:
+    """Projector widths that released configs tie to the vision or text width, which the shrink changes (transformers
+    5.23; of its configs with a vision config, only these name the fields):
+
+    - Muse Glimmer / Muse Spark ``out_hidden_size``: "output dimension of the vision encoder after patch merging"
+      (configuration_muse_glimmer.py), the vision width times ``merge_size ** 2``;
+    - Hunyuan-VL, Inkling, Inkling 2 ``vision_config.text_hidden_size``: the text width (configuration_inkling2.py
+      checks ``vision_config.text_hidden_size == text_config.hidden_size``)."""
+    vision, text = getattr(cfg, "vision_config", None), getattr(cfg, "text_config", None)
+    if vision is None:
+        return
+    merge = getattr(vision, "merge_size", None)
+    if isinstance(getattr(cfg, "out_hidden_size", None), int) and isinstance(merge, int):
+        cfg.out_hidden_size = vision.hidden_size * merge * merge
+    if text is not None and isinstance(getattr(vision, "text_hidden_size", None), int):
+        vision.text_hidden_size = text.hidden_size
+
+
+def _encoder_pooling(cfg) -> None:
+    """T5Gemma 2 keeps Gemma 3's vision tower and pooling projector in its encoder config: the same cap on
+    ``mm_tokens_per_image`` as Gemma 3's (``_shrink``), read there, and the image token id of the top level (no
+    parameter's shape depends on either, so its text-only rows are unchanged)."""
+    enc = getattr(cfg, "encoder", None)
+    vision = getattr(enc, "vision_config", None)
+    side = [getattr(vision, k, None) for k in ("image_size", "patch_size")]
+    tokens = getattr(enc, "mm_tokens_per_image", None)
+    if all(isinstance(v, int) for v in side) and isinstance(tokens, int) and tokens > (side[0] // side[1]) ** 2:
+        enc.mm_tokens_per_image = (side[0] // side[1]) ** 2
+    if isinstance(getattr(enc, "image_token_index", None), int) and isinstance(getattr(cfg, "image_token_index", None), int):
+        # the encoder reads its own image_token_index (256001 by default, as the top level's before _remap_tokens
+        # moved that one into the tiny vocabulary): the same id
+        enc.image_token_index = cfg.image_token_index
+
+
+def _cross_attention_width(cfg) -> None:
+    """BLIP's text decoder cross-attends to the image features through ``Linear(encoder_hidden_size, ...)``
+    (modeling_blip_text.py ``BlipTextSelfAttention``: ``nn.Linear(config.encoder_hidden_size, self.all_head_size)``
+    for cross-attention); released BLIP configs set it to the vision width (768), which the shrink changes: the tiny
+    text config takes the tiny vision width. (Of the configs of transformers 5.23, only BLIP's text config with a
+    vision config names encoder_hidden_size.)"""
+    text, vision = getattr(cfg, "text_config", None), getattr(cfg, "vision_config", None)
+    if text is not None and vision is not None and isinstance(getattr(text, "encoder_hidden_size", None), int):
+        text.encoder_hidden_size = vision.hidden_size
 
 
 # VoxtralProcessor.__init__ (processing_voxtral.py, transformers 5.23) sets ``audio_token_id = 24``, the id the
@@ -444,6 +498,8 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout == "query-video" else 1,
                   image_size=56 if layout == "grid" else None)
+        if layout == "prefix" and isinstance(getattr(cfg, "latent_query_num", None), int):  # Kosmos-2's latents
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + cfg.latent_query_num
         if layout == "query-video":  # 4 frames x num_query_tokens video tokens, then the usual text
             from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES
 

@@ -66,19 +66,25 @@ def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
     LightOnOCR: the Pixtral tower crops each image to its size; a CPU tensor, as its values are read)."""
     cls = model_class_for(cfg)
     what = f"{getattr(cfg, 'model_type', '?')}'s image tokens per {height}x{width} image"
-    if cls is None or not hasattr(cls, "get_image_features"):
-        raise MemgraphError(f"cannot count {what}: the model has no get_image_features; describe the inputs with --input")
-    hidden = cfg.get_text_config().hidden_size
-    param = inspect.signature(cls.get_image_features).parameters.get("image_sizes")
-    sizes = param is not None and param.default is inspect.Parameter.empty
-    extra = {"image_sizes": torch.tensor([[height, width]])} if sizes else {}
+    if cls is None:
+        raise MemgraphError(f"cannot count {what}: no image-text class for it; describe the inputs with --input")
     try:
         with torch.device("meta"):
             model = cls(copy.deepcopy(cfg))
     except Exception as e:
         raise MemgraphError(f"cannot count {what}: building it on meta failed ({type(e).__name__}: {str(e)[:160]})") from e
+    if not hasattr(model, "get_image_features"):
+        # DeepSeek-VL, DeepSeek-VL-Hybrid, Janus: the head class leaves get_image_features to its base model
+        # (``model.model``, e.g. modeling_janus.py JanusModel.get_image_features)
+        model = getattr(model, "model", None)
+    if model is None or not hasattr(model, "get_image_features"):
+        raise MemgraphError(f"cannot count {what}: the model has no get_image_features; describe the inputs with --input")
+    hidden = cfg.get_text_config().hidden_size
+    param = inspect.signature(model.get_image_features).parameters.get("image_sizes")
+    sizes = param is not None and param.default is inspect.Parameter.empty
+    extra = {"image_sizes": torch.tensor([[height, width]])} if sizes else {}
     if cfg.model_type in FAMILY_RULES:
-        return FAMILY_RULES[cfg.model_type](cfg)
+        return FAMILY_RULES[cfg.model_type](cfg, height, width)
     if isinstance(getattr(cfg, "num_query_tokens", None), int) and hasattr(model, "query_tokens"):
         return _query_tokens(cfg)
     if is_anyres(cfg):
@@ -122,24 +128,34 @@ def _query_tokens(cfg) -> ImageProbe:
     return ImageProbe(int(cfg.num_query_tokens))
 
 
-def _idefics3(cfg) -> ImageProbe:
+def _idefics3(cfg, height=None, width=None) -> ImageProbe:
     """processing_idefics3.py / processing_smolvlm.py: ``image_seq_len = int(((image_size // patch_size) ** 2) /
     (scale_factor**2))`` (the connector's pixel shuffle); images of a sample as ``[samples, images, C, H, W]``."""
     v = cfg.vision_config
     return ImageProbe(int((v.image_size // v.patch_size) ** 2 / cfg.scale_factor ** 2), rank=5)
 
 
-def _idefics2(cfg) -> ImageProbe:
+def _idefics2(cfg, height=None, width=None) -> ImageProbe:
     """modeling_idefics2.py Idefics2PerceiverResampler: ``resampler_n_latents`` latents per image (the processor's
     ``image_seq_len``, processing_idefics2.py); images as ``[samples, images, C, H, W]``."""
     return ImageProbe(int(cfg.perceiver_config.resampler_n_latents), rank=5)
+
+
+def _mistral3(cfg, height: int, width: int) -> ImageProbe:
+    """Mistral 3 (Pixtral tower, patch merger): its get_image_features splits the features per image by
+    ``(image_sizes // (patch_size * spatial_merge_size)).prod(-1).tolist()`` (modeling_mistral3.py), which reads
+    ``image_sizes`` back on the model's device (no values on meta): the same count from the sizes here."""
+    ratio = cfg.vision_config.patch_size * cfg.spatial_merge_size
+    return ImageProbe((height // ratio) * (width // ratio), rank=4, image_sizes=True)
 
 
 # Families whose get_image_features reads pixel values back (``real_images_inds``, the per-image padding test):
 # the probe runs outside the trace (model_spec sits below trace/shadow_values.py, which answers that test in the
 # trace from ImageInput's declared no-zero fact), so their count is the processor's own rule, from the file
 # named in each rule.
-FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2}
+FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2,
+                # reads image_sizes back on the model's device
+                "mistral3": _mistral3}
 
 
 def feature_rows(out, hidden: int, what: str) -> int:

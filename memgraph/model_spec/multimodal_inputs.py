@@ -1,6 +1,8 @@
 """Inputs of image-text models, laid out the way their processors make them.
 
-Task ``image-text-to-text`` (``TASKS`` in ``tasks.py``) picks one of two layouts from the config:
+Task ``image-text-to-text`` (``TASKS`` in ``tasks.py``) picks a layout from the config: the two below, Mllama's
+cross-attention (cross_attention_inputs.py), InstructBLIP-Video's query video, and models whose text holds no image
+token (BLIP, GIT, Kosmos-2: vision_prefix_inputs.py). The two main ones:
 
 **LLaVA** (a CLIP-style vision tower with a fixed image size; ``vision_feature_select_strategy``
 in the config). Per sample, ``--images N`` images (default: zoo ``defaults.images``, else 1),
@@ -57,6 +59,8 @@ from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
+from memgraph.model_spec.patch_grid import is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
 
 LONG = torch.int64
@@ -147,6 +151,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         notes = (note,)
     elif layout == "grid":
         inputs = _qwen2_vl(cfg, opts, defaults, dtype, audio)
+    elif layout == "prefix":
+        inputs = _prefix(cfg, opts, defaults, dtype)
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
         if is_anyres(cfg):
@@ -156,7 +162,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         raise NoImageTextLayout(
             f"no image-text input layout for model_type {getattr(cfg, 'model_type', '?')!r}: configs with a "
             "vision_config of a fixed image_size and an image token id (LLaVA-style) and configs with "
-            "spatial_merge_size and temporal_patch_size (Qwen2-VL-style) are supported; describe the inputs with --input"
+            "spatial_merge_size and temporal_patch_size (Qwen2-VL-style), or a fixed-size vision tower and no image "
+            "token (BLIP, GIT, Kosmos-2) are supported; describe the inputs with --input"
         )
     return Batch(tuple(inputs), {}, notes=notes)
 
@@ -165,8 +172,9 @@ def layout_of(cfg) -> str | None:
     """``"grid"``: a vision config with ``spatial_merge_size`` and ``temporal_patch_size`` (Qwen2-VL and the
     models built on its vision tower: pixel_values as rows of flattened patches plus ``image_grid_thw``);
     ``"fixed"``: a vision config with an ``image_size`` and an image token id in the config (LLaVA and the
-    models whose processor resizes every image to that size); else None."""
-    vision = getattr(cfg, "vision_config", None)
+    models whose processor resizes every image to that size); ``"prefix"``: a fixed-size tower and no image token
+    (vision_prefix_inputs.py); else None."""
+    vision = vision_of(cfg)
     if vision is None:
         return None
     if is_cross_attention(cfg, model_class_for(cfg)):
@@ -177,9 +185,23 @@ def layout_of(cfg) -> str | None:
     if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
             and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"
+    if is_patch_grid(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
+        return "grid"  # the same layout, its sizes named otherwise (patch_grid.py)
     if _native_size(vision) is not None and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "fixed"
+    if _native_size(vision) is not None and _token(cfg, "image_token_id", "image_token_index") is None \
+            and is_vision_prefix(cfg, model_class_for(cfg)):
+        return "prefix"  # no image token: the image enters beside the text (vision_prefix_inputs.py)
     return None
+
+
+def vision_of(cfg):
+    """The vision config: ``cfg.vision_config``, or the encoder's where an encoder-decoder keeps its vision tower in
+    the encoder (T5Gemma 2: ``config.encoder.vision_config``, modeling_t5gemma2.py ``T5Gemma2Encoder``)."""
+    vision = getattr(cfg, "vision_config", None)
+    if vision is None:
+        vision = getattr(getattr(cfg, "encoder", None), "vision_config", None)
+    return vision
 
 
 def _token(cfg, *names):
@@ -258,7 +280,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     """LLaVA's layout for any model whose processor resizes every image to the vision tower's ``image_size``;
     the image tokens per image are the feature rows of the model's own ``get_image_features``
     (model_spec/image_tokens.py), the formula of :func:`llava_image_tokens` for LLaVA itself."""
-    vision, text = cfg.vision_config, cfg.get_text_config()
+    vision, text = vision_of(cfg), cfg.get_text_config()
     native = _native_size(vision)
     requested = opts.image_size or defaults.get("image_size") or native
     h, w = image_hw(requested)
@@ -307,6 +329,20 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
         # ``mm_token_type_ids[array_ids == self.image_token_id] = 1``); Gemma 3 requires them in training
         inputs.append(_known("token_type_ids", image_mask.to(LONG)))
     return inputs
+
+
+def _prefix(cfg, opts, defaults, dtype) -> list[InputSpec]:
+    """BLIP, GIT, Kosmos-2, image encoder-decoders: vision_prefix_inputs.py, one image of the tower's size."""
+    native = _native_size(cfg.vision_config)
+    h, w = image_hw(opts.image_size or defaults.get("image_size") or native)
+    if (h, w) != native:
+        raise MemgraphError(f"this {cfg.model_type} model's vision tower takes {native[0]}x{native[1]} images (its "
+                            f"processor resizes to that); got --image-size {h}x{w}: pass --image-size {native[0]}")
+    b, seq = opts.batch_size, _seq(opts, defaults)
+    gen = torch.Generator().manual_seed(TEXT_SEED)
+    ids = _text_ids(b * seq, cfg.get_text_config().vocab_size, _specials(cfg), gen).view(b, seq)
+    return vision_prefix_inputs(cfg, model_class_for(cfg), b, seq, _images(opts, defaults), native, dtype, ids,
+                                _known, ImageInput)
 
 
 def _qformer_text(cfg, b: int, text_tokens: int, gen) -> list[InputSpec]:
@@ -402,7 +438,7 @@ def qwen2_vl_grid(cfg, size, min_pixels: int = QWEN2VL_MIN_PIXELS,
                   max_pixels: int = QWEN2VL_MAX_PIXELS) -> tuple[int, int, int]:
     """(grid_h, grid_w, visual tokens) of one image of ``size`` (N or (H, W)) after the processor's resize."""
     v = cfg.vision_config
-    patch, merge = _one(v.patch_size), v.spatial_merge_size
+    patch, merge = _one(v.patch_size), merge_of(v)
     h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=min_pixels, max_pixels=max_pixels)
     gh, gw = h // patch, w // patch
     return gh, gw, gh * gw // (merge * merge)
@@ -422,7 +458,7 @@ def qwen2_vl_video_grid(cfg, size, frames: int) -> tuple[int, int, int, int]:
     ``smart_resize`` within the video processor's budget, frames padded to a multiple of the temporal patch and
     grouped by it (video_processing_qwen2_vl.py: ``grid_t = (frames + -frames % temporal) // temporal``)."""
     v = cfg.vision_config
-    patch, merge, temporal = _one(v.patch_size), v.spatial_merge_size, _one(v.temporal_patch_size)
+    patch, merge, temporal = _one(v.patch_size), merge_of(v), temporal_of(v)
     h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=QWEN2VL_VIDEO_MIN_PIXELS,
                         max_pixels=QWEN2VL_VIDEO_MAX_PIXELS)
     gt, gh, gw = (frames + -frames % temporal) // temporal, h // patch, w // patch
@@ -472,19 +508,23 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
         vision_tokens[:, pos:pos + per_audio + 2] = True  # no loss on them either
     labels = ids.masked_fill(vision_tokens, IGNORE_INDEX)
     channels = getattr(v, "in_channels", None) or getattr(v, "in_chans", 3)
-    patch, temporal = _one(v.patch_size), _one(v.temporal_patch_size)
-    row = channels * temporal * patch * patch
+    qwen = hasattr(v, "spatial_merge_size") and hasattr(v, "temporal_patch_size")
+    if qwen:
+        row = (channels * temporal_of(v) * _one(v.patch_size) ** 2,)
+    else:  # patch_grid.py: the row its patch embedding reads
+        row = patch_row_shape(cfg, model_class_for(cfg))
     inputs = [
         _known("input_ids", ids),
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
-        _known("mm_token_type_ids", kind),
     ]
+    if qwen or _takes(cfg, "mm_token_type_ids"):
+        inputs.append(_known("mm_token_type_ids", kind))
     if n:
-        inputs += [InputSpec("pixel_values", (b * n * gh * gw, row), dtype),
+        inputs += [InputSpec("pixel_values", (b * n * gh * gw, *row), dtype),
                    _known("image_grid_thw", torch.tensor([[1, gh, gw]] * (b * n), dtype=LONG))]
     if video:
         gt, vh, vw, _ = video
-        inputs += [InputSpec("pixel_values_videos", (b * gt * vh * vw, row), dtype),
+        inputs += [InputSpec("pixel_values_videos", (b * gt * vh * vw, *row), dtype),
                    _known("video_grid_thw", torch.tensor([[gt, vh, vw]] * b, dtype=LONG))]
     if audio:
         feats = audio.features
