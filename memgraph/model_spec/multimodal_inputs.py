@@ -340,7 +340,7 @@ def _prefix(cfg, opts, defaults, dtype) -> list[InputSpec]:
                             f"processor resizes to that); got --image-size {h}x{w}: pass --image-size {native[0]}")
     b, seq = opts.batch_size, _seq(opts, defaults)
     gen = torch.Generator().manual_seed(TEXT_SEED)
-    ids = _text_ids(b * seq, cfg.get_text_config().vocab_size, _specials(cfg), gen).view(b, seq)
+    ids = random_text_ids(b * seq, cfg.get_text_config().vocab_size, special_token_ids(cfg), gen).view(b, seq)
     return vision_prefix_inputs(cfg, model_class_for(cfg), b, seq, _images(opts, defaults), native, dtype, ids,
                                 _known, ImageInput)
 
