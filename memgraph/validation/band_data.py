@@ -51,6 +51,7 @@ ROWS = (
     ('rasbt-distilbert-mixed-precision/fp32-matmul-medium.json', 'rasbt/LLM-finetuning-scripts: DistilBERT mixed-precision experiment (2023)', 'reserved', 'text encoder', 5370000000.0, 5276434432),
     ('rasbt-distilbert-mixed-precision/fp32.json', 'rasbt/LLM-finetuning-scripts: DistilBERT mixed-precision experiment (2023)', 'reserved', 'text encoder', 5370000000.0, 5276434432),
     ('rasbt-pytorch-memory-optim/distilbert-before-4gpu-deepspeed2.json', 'rasbt/pytorch-memory-optim: Optimizing Memory Usage for Training LLMs and Vision Transformers (2023)', 'reserved', 'text encoder', 3990000000.0, 3965714432),
+    ('torchtune-readme/llama-3.2-3b-compile.json', 'torchtune README: memory and training speed tables', 'allocated', 'decoder LM', 54760833024.0, 52808939520),
     ('torchtune-readme/llama-3.2-3b-packed.json', 'torchtune README: memory and training speed tables', 'allocated', 'decoder LM', 64424509440.0, 62195957760),
     ('transformers-pr-31031-gpt-neox/b1-s128-eager.json', 'transformers PR #31031: [GPT-NeoX] Add SDPA support (training results, 2024-05-25)', 'allocated', 'decoder LM', 1789950000.0, 1666199552),
     ('transformers-pr-31031-gpt-neox/b1-s128-sdpa.json', 'transformers PR #31031: [GPT-NeoX] Add SDPA support (training results, 2024-05-25)', 'allocated', 'decoder LM', 1789950000.0, 1666199552),
