@@ -5,8 +5,11 @@ real. Plans are ranked as a user weighs them: **fewest changes first**, then the
 price is its tier (nothing < compute < precision < fine-tuning method < more GPUs) and, within a tier, its
 place in :data:`~memgraph.fit.candidates.CANDIDATES` (cheapest first). The search goes by number of changes;
 at each size it analyses the sets whose *estimate* fits, cheapest first, then those whose estimate is within
-:data:`ESTIMATE_SLACK` of the card, the estimate being your device total less what each change saved alone. Estimates only choose what to analyse: every plan shown is a real analysis,
-and fits with the margin. A set that contains a plan already found is not a plan (one of its changes would
+:data:`ESTIMATE_SLACK` of the card, the estimate being your device total less what each change saved alone, or,
+where a part of the set was analysed already, that part's total less what the other changes saved alone
+(the larger: savings overlap). A set whose expected total fits but whose upper end does not is also analysed
+with expandable segments added (a replay, no trace), which lowers the upper end only. Estimates only choose
+what to analyse: every plan shown is a real analysis, and fits with the margin. A set that contains a plan already found is not a plan (one of its changes would
 do nothing), and neither is a set with a change that made your step larger on its own.
 """
 
@@ -16,7 +19,7 @@ import itertools
 from dataclasses import dataclass, replace
 
 from memgraph.errors import MemgraphError
-from memgraph.fit.analyses import Analyses
+from memgraph.fit.analyses import REPLAY_ONLY, Analyses
 from memgraph.fit.candidates import CANDIDATES, HARDWARE
 from memgraph.fit.outcome import Outcome
 from memgraph.fit.progress import FitProgress
@@ -63,30 +66,69 @@ def _conflict(parts: tuple[Outcome, ...]) -> bool:
 def find_plans(analyses: Analyses, yours: Outcome, singles: list[Outcome], progress: FitProgress) -> list[Plan]:
     """Up to :data:`WANT` plans that fit with the margin, best first (see the module docstring)."""
     usable = [o for o in singles if o.how != "failed" and o.device_total < yours.device_total]
+    replay_only = [o for o in usable if all(k in REPLAY_ONLY for k, _ in o.changes)]
     plans: list[Plan] = []
+    tried: dict[frozenset, Outcome] = {frozenset([o.label]): o for o in usable}  # every set analysed
     for size in range(1, MAX_CHANGES + 1):
         if len(plans) >= WANT:
             break
-        todo = _sets_to_analyse(yours, usable, size, plans)
+        todo = _sets_to_analyse(yours, usable, size, plans, tried)
         jobs = [(_options(yours, s), _label(s), _cost(s), _changes(s)) for s in todo if size > 1]
         if jobs:
             progress.stage(f"{len(jobs)} sets of {size} changes, analysed in parallel")
             analyses.prefetch(jobs)
         for s in todo:
             o = s[0] if size == 1 else _analyse(analyses, yours, s, progress)
-            if o is not None and o.fits_with_margin:
+            if o is None:
+                continue
+            tried[frozenset(p.label for p in s)] = o
+            if o.fits_with_margin:
                 plans.append(Plan(o, s))
+            elif o.device_total <= o.capacity and size < MAX_CHANGES:
+                plans += _with_allocator_change(analyses, yours, s, replay_only, usable, plans, progress)
         plans.sort(key=lambda p: _rank(p.parts))
     return plans[:WANT]
 
 
-def _sets_to_analyse(yours: Outcome, usable: list[Outcome], size: int, plans: list[Plan]) -> list[tuple]:
+def _with_allocator_change(analyses: Analyses, yours: Outcome, s: tuple, replay_only: list[Outcome],
+                           usable: list[Outcome], plans: list[Plan], progress: FitProgress) -> list[Plan]:
+    """``s`` fits by its expected total but not by its upper end (segments cached near the capacity): the
+    same set with an allocator change (expandable segments, which lowers the upper end only), replayed on
+    ``s``'s trace (fit/analyses.py REPLAY_ONLY: no trace of its own), as a set of one more change."""
+    out = []
+    for r in replay_only:
+        s2 = tuple(sorted(s + (r,), key=usable.index))
+        labels = {x.label for x in s2}
+        if r.label in {x.label for x in s} or _conflict(s2) or any(set(p.labels) <= labels for p in plans + out):
+            continue
+        o = _analyse(analyses, yours, s2, progress)
+        if o is not None and o.fits_with_margin:
+            out.append(Plan(o, s2))
+    return out
+
+
+def _estimate(yours: Outcome, s: tuple, tried: dict[frozenset, Outcome]) -> int:
+    """The device total ``s`` is expected to need: what an analysed part of it needed, less what each other
+    change saved alone, from the part that leaves the least to the changes not in it (your settings, or a
+    set analysed at a smaller size: checkpointing and offloading each save the same activations, so once
+    their pair is analysed, a third change is not credited with both savings again)."""
+    saved = {p.label: yours.device_total - p.device_total for p in s}
+    labels = frozenset(saved)
+    estimate = yours.device_total - sum(saved.values())
+    for part, o in tried.items():
+        if part < labels:
+            estimate = max(estimate, o.device_total - sum(saved[x] for x in labels - part))
+    return estimate
+
+
+def _sets_to_analyse(yours: Outcome, usable: list[Outcome], size: int, plans: list[Plan],
+                     tried: dict[frozenset, Outcome] | None = None) -> list[tuple]:
     found = [set(p.labels) for p in plans]
     sets = []
     for s in itertools.combinations(usable, size):
         if _conflict(s) or any(f <= {p.label for p in s} for f in found) or not _valid(yours, s):
             continue
-        estimate = yours.device_total - sum(yours.device_total - p.device_total for p in s)
+        estimate = _estimate(yours, s, tried or {})
         if estimate <= yours.capacity * ESTIMATE_SLACK:
             sets.append((_rank(s), estimate, s))
     # the sets whose estimate fits first, cheapest first; then those that need the changes to save more together

@@ -292,7 +292,7 @@ class _Synthesis:
             kind, index = items[i]
             if kind in ("p", "q"):
                 following = None
-            elif kind == "o" and labels[i] is None and not self.log.ops[index].module \
+            elif kind == "o" and labels[i] is None and self._outside_the_layers(self.log.ops[index]) \
                     and not self.log.ops[index].inputs and not self.log.ops[index].outputs:
                 labels[i] = following
             elif labels[i] == "n":
@@ -300,6 +300,13 @@ class _Synthesis:
             elif labels[i] is not None:
                 following = labels[i]
         return labels
+
+    def _outside_the_layers(self, op: OpRecord) -> bool:
+        """Whether ``op`` ran outside every module, or in a module that holds the stack (``model`` for
+        ``model.layers``): FSDP2's hooks on a layer run under its parent's record_function (torch 2.13
+        torch/distributed/fsdp/_fully_shard/_fsdp_state.py ``_pre_forward``: ``FSDP::root_pre_forward`` /
+        ``FSDP::pre_forward`` profiler ranges), one pair of profiler ops per layer, before it."""
+        return not op.module or self.layers.stack.startswith(op.module + ".")
 
     def _bare(self, item: tuple[str, int]) -> tuple | None:
         """An op outside every module that touches no storage, as (op, phase, iteration); else None."""
