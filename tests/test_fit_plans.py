@@ -161,22 +161,6 @@ def test_a_set_that_fits_but_for_its_upper_end_is_tried_with_expandable_segments
                                   "expandable segments + gradient checkpointing + QLoRA (4-bit base, LoRA rank 16, bf16)"]
 
 
-def test_a_pair_analysed_informs_the_estimate_of_its_supersets():
-    """Alone, checkpointing saves 10 GiB and offloading 9; analysed together they need 88 GiB (they save the
-    same activations). The estimate of the three with QLoRA (saves 70 alone): from your settings 100 - 10 - 9 -
-    70 = 11 GiB; from the analysed pair 88 - 70 = 18 GiB; the larger is taken."""
-    from memgraph.fit.plans import _estimate
-
-    table = _UpperTable()
-    names = ["gradient checkpointing", "activation offloading", "QLoRA (4-bit base, LoRA rank 16, bf16)"]
-    singles = tuple(table.outcome(None, n, "", next(c for c in CANDIDATES if c.name == n).changes) for n in names)
-    yours = _upper_outcome("your settings", YOURS, YOURS, ())
-    assert _estimate(yours, singles, {}) == 11 * GiB
-    pair = table.outcome(None, "pair", "", singles[0].changes + singles[1].changes)
-    assert pair.device_total == 88 * GiB
-    assert _estimate(yours, singles, {frozenset(names[:2]): pair}) == 18 * GiB
-
-
 def test_tiers_order_the_candidates():
     tiers = [c.tier for c in CANDIDATES]
     assert tiers == sorted(tiers)  # the list is cheapest first, so its order ranks changes within a tier

@@ -5,12 +5,13 @@ real. Plans are ranked as a user weighs them: **fewest changes first**, then the
 price is its tier (nothing < compute < precision < fine-tuning method < more GPUs) and, within a tier, its
 place in :data:`~memgraph.fit.candidates.CANDIDATES` (cheapest first). The search goes by number of changes;
 at each size it analyses the sets whose *estimate* fits, cheapest first, then those whose estimate is within
-:data:`ESTIMATE_SLACK` of the card, the estimate being your device total less what each change saved alone, or,
-where a part of the set was analysed already, that part's total less what the other changes saved alone
-(the larger: savings overlap). A set whose expected total fits but whose upper end does not is also analysed
-with expandable segments added (a replay, no trace), which lowers the upper end only. Estimates only choose
-what to analyse: every plan shown is a real analysis, and fits with the margin. A set that contains a plan already found is not a plan (one of its changes would
-do nothing), and neither is a set with a change that made your step larger on its own.
+:data:`ESTIMATE_SLACK` of the card, the estimate being your device total less what each change saved alone.
+A set whose expected total fits but whose upper end does not (segments cached near the capacity) is also
+analysed with expandable segments added, which lowers the upper end only: a replay of the set's trace, and a
+plan of one more change (Qwen2-VL at 1344 px on 40 GB: QLoRA + activation offloading + expandable segments).
+Estimates only choose what to analyse: every plan shown is a real analysis, and fits with the margin. A set
+that contains a plan already found is not a plan (one of its changes would do nothing), and neither is a set
+with a change that made your step larger on its own.
 """
 
 from __future__ import annotations
@@ -68,11 +69,10 @@ def find_plans(analyses: Analyses, yours: Outcome, singles: list[Outcome], progr
     usable = [o for o in singles if o.how != "failed" and o.device_total < yours.device_total]
     replay_only = [o for o in usable if all(k in REPLAY_ONLY for k, _ in o.changes)]
     plans: list[Plan] = []
-    tried: dict[frozenset, Outcome] = {frozenset([o.label]): o for o in usable}  # every set analysed
     for size in range(1, MAX_CHANGES + 1):
         if len(plans) >= WANT:
             break
-        todo = _sets_to_analyse(yours, usable, size, plans, tried)
+        todo = _sets_to_analyse(yours, usable, size, plans)
         jobs = [(_options(yours, s), _label(s), _cost(s), _changes(s)) for s in todo if size > 1]
         if jobs:
             progress.stage(f"{len(jobs)} sets of {size} changes, analysed in parallel")
@@ -81,7 +81,6 @@ def find_plans(analyses: Analyses, yours: Outcome, singles: list[Outcome], progr
             o = s[0] if size == 1 else _analyse(analyses, yours, s, progress)
             if o is None:
                 continue
-            tried[frozenset(p.label for p in s)] = o
             if o.fits_with_margin:
                 plans.append(Plan(o, s))
             elif o.device_total <= o.capacity and size < MAX_CHANGES:
@@ -107,28 +106,13 @@ def _with_allocator_change(analyses: Analyses, yours: Outcome, s: tuple, replay_
     return out
 
 
-def _estimate(yours: Outcome, s: tuple, tried: dict[frozenset, Outcome]) -> int:
-    """The device total ``s`` is expected to need: what an analysed part of it needed, less what each other
-    change saved alone, from the part that leaves the least to the changes not in it (your settings, or a
-    set analysed at a smaller size: checkpointing and offloading each save the same activations, so once
-    their pair is analysed, a third change is not credited with both savings again)."""
-    saved = {p.label: yours.device_total - p.device_total for p in s}
-    labels = frozenset(saved)
-    estimate = yours.device_total - sum(saved.values())
-    for part, o in tried.items():
-        if part < labels:
-            estimate = max(estimate, o.device_total - sum(saved[x] for x in labels - part))
-    return estimate
-
-
-def _sets_to_analyse(yours: Outcome, usable: list[Outcome], size: int, plans: list[Plan],
-                     tried: dict[frozenset, Outcome] | None = None) -> list[tuple]:
+def _sets_to_analyse(yours: Outcome, usable: list[Outcome], size: int, plans: list[Plan]) -> list[tuple]:
     found = [set(p.labels) for p in plans]
     sets = []
     for s in itertools.combinations(usable, size):
         if _conflict(s) or any(f <= {p.label for p in s} for f in found) or not _valid(yours, s):
             continue
-        estimate = _estimate(yours, s, tried or {})
+        estimate = yours.device_total - sum(yours.device_total - p.device_total for p in s)
         if estimate <= yours.capacity * ESTIMATE_SLACK:
             sets.append((_rank(s), estimate, s))
     # the sets whose estimate fits first, cheapest first; then those that need the changes to save more together
