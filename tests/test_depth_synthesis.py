@@ -103,9 +103,18 @@ def test_gpt2_equals_full_trace():
     dict(gradient_checkpointing=True),
     dict(lora_rank=4),
     dict(loop="plain"),  # the KV cache the outputs keep, and its note
-], ids=["bf16-mixed-fused", "checkpointing", "lora", "plain-loop"])
+    # autocast's region count grows by one per checkpointed layer's recompute: a per-layer count of its note
+    dict(precision="bf16-mixed", gradient_checkpointing=True),
+], ids=["bf16-mixed-fused", "checkpointing", "lora", "plain-loop", "bf16-mixed-checkpointing"])
 def test_llama_variants_equal_full_trace(opts):
     _assert_same(LLAMA, 6, **opts)
+
+
+@pytest.mark.slow
+def test_offloading_with_autocast_and_checkpointing_equals_full_trace():
+    """The offload note is plain text whose counts differ by depth: a third trace (2 layers) checks them."""
+    _assert_same(LLAMA, 6, "depth synthesis: traced 2, 3 and 4 of 6 layers; layer 1 repeated",
+                 precision="bf16-mixed", gradient_checkpointing=True, activation_offload=True)
 
 
 _ENABLE = getattr(PreTrainedModel, "activation_checkpointing_enable", PreTrainedModel.gradient_checkpointing_enable)
