@@ -8,11 +8,13 @@ not copies of each other the full trace is used, with a note saying why.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
+from transformers import PreTrainedModel
 
 from memgraph.api import result_of_trace
 from memgraph.model_spec.depth import model_depth, with_depth
@@ -56,10 +58,10 @@ def _traces(config: str, layers: int, **opts):
     return trace_training(spec, options), trace_training(spec, replace(options, depth_synthesis="off")), options
 
 
-def _assert_same(config: str, layers: int, **opts):
+def _assert_same(config: str, layers: int, expected_note: str | None = None, **opts):
     synthesized, full, _ = _traces(config, layers, **opts)
     note = synthesized.notes[-1]
-    assert note.startswith(f"depth synthesis: traced 3 and 4 of {layers} layers; layer 1 repeated"), note
+    assert note.startswith(expected_note or f"depth synthesis: traced 3 and 4 of {layers} layers; layer 1 repeated"), note
     assert not any(n.startswith("depth synthesis") for n in full.notes)
     compared = replace(synthesized, notes=synthesized.notes[:-1])
     assert first_difference(compared, full) is None
@@ -102,9 +104,55 @@ def test_gpt2_equals_full_trace():
     dict(lora_rank=4),
     dict(loop="plain"),  # the KV cache the outputs keep, and its note
     dict(strategy="tp", nproc=2),  # the TP note's modules outside the plan: a typed count, no 2-layer trace
-], ids=["bf16-mixed-fused", "checkpointing", "lora", "plain-loop", "tensor-parallel"])
+    # autocast's region count grows by one per checkpointed layer's recompute: a per-layer count of its note
+    dict(precision="bf16-mixed", gradient_checkpointing=True),
+], ids=["bf16-mixed-fused", "checkpointing", "lora", "plain-loop", "tensor-parallel", "bf16-mixed-checkpointing"])
 def test_llama_variants_equal_full_trace(opts):
     _assert_same(LLAMA, 6, **opts)
+
+
+@pytest.mark.slow
+def test_offloading_with_autocast_and_checkpointing_equals_full_trace():
+    """The offload note is plain text whose counts differ by depth: a third trace (2 layers) checks them."""
+    _assert_same(LLAMA, 6, "depth synthesis: traced 2, 3 and 4 of 6 layers; layer 1 repeated",
+                 precision="bf16-mixed", gradient_checkpointing=True, activation_offload=True)
+
+
+_ENABLE = getattr(PreTrainedModel, "activation_checkpointing_enable", PreTrainedModel.gradient_checkpointing_enable)
+
+
+@pytest.mark.skipif("every_n_layers" not in inspect.signature(_ENABLE).parameters,
+                    reason="transformers 5.6 has no every_n_layers (--checkpoint-every refused)")
+@pytest.mark.parametrize("impl", ["non-reentrant", "reentrant"])
+def test_checkpointing_every_2nd_layer_repeats_a_period_of_two_layers(impl):
+    """--checkpoint-every 2 checkpoints layers 0, 2, 4, ...: no single layer looks like its neighbours (the
+    3-layer synthesis of 4 layers differs from their trace), so a block of two layers is repeated: traced at 6
+    and 8 layers (3 and 4 blocks), the 8-layer synthesis checked against the 8-layer trace, then 12 layers
+    synthesized, equal to the full 12-layer trace record by record."""
+    _assert_same(LLAMA, 12, "depth synthesis: traced 6 and 8 of 12 layers; layers 2 to 3 (one period of "
+                 "--checkpoint-every 2) repeated to 12 layers", gradient_checkpointing=True, checkpoint_every=2,
+                 checkpoint_impl=impl)
+
+
+@pytest.mark.slow  # three FSDP traces of a 7-layer model and the comparison
+def test_fsdp_equals_full_trace():
+    """FSDP2's hooks on each layer run two profiler ops under the parent module ``model`` before the layer: they
+    go with the layer after them (depth.py ``_outside_the_layers``); before, the synthesis lacked them and fell
+    back. The first FSDP trace in a process records extra ``empty_strided`` ops in the optimizer's first step
+    (found 2026-11-27, left as it is), so the 4-layer trace would differ from a synthesis of the 3-layer one:
+    one FSDP trace first."""
+    fsdp = dict(nproc=8, strategy="fsdp", gpu="a100-40gb")
+    trace_training(with_depth(resolve(_deep(LLAMA, 7)), 2), TrainingOptions(**BASE, **fsdp, depth_synthesis="off"))
+    _assert_same(LLAMA, 7, "depth synthesis: traced 2, 3 and 4 of 7 layers; layer 1 repeated", **fsdp)
+
+
+def test_a_depth_that_is_not_whole_periods_traces_every_layer():
+    calls = []
+    opts = TrainingOptions(gradient_checkpointing=True, checkpoint_every=2)
+    trace = trace_with_depth_synthesis(resolve(_deep(LLAMA, 11)), opts, _fake_traces(calls))
+    assert calls == [11]  # 11 layers: the last period would be half a block
+    assert trace.notes == ["depth synthesis: not used (11 layers are not whole periods of --checkpoint-every 2); "
+                           "all layers traced"]
 
 
 def test_results_equal():

@@ -143,6 +143,7 @@ class DeepSpeedRun:
     def __init__(self, opts: TrainingOptions, recorder_type, rank: int = 0, real: bool = False):
         """``recorder_type``: the recorder class of a distributed trace (trace/distributed.py DistributedRecorder)."""
         self.opts, self.rank, self.real = opts, rank, real
+        self._answered_before = ScalarsOnMeta.answered  # the class counts over the process: this run's share only
         self.recorder_type = recorder_type
         self.nproc = opts.nproc
         self.recorder = None
@@ -278,8 +279,9 @@ class DeepSpeedRun:
             notes += buffer_notes(self._engine, self.host.is_host if self.host is not None else lambda t: False)
         if self.host is not None:
             notes += self.host.notes()
-        if ScalarsOnMeta.answered:
-            notes.append(f"DeepSpeed's overflow and gradient-norm checks: {ScalarsOnMeta.answered} .item() reads "
+        answered = ScalarsOnMeta.answered - self._answered_before
+        if answered:
+            notes.append(f"DeepSpeed's overflow and gradient-norm checks: {answered} .item() reads "
                          "answered 0 (no overflow, every step runs)")
         return notes
 

@@ -5,9 +5,13 @@ real. Plans are ranked as a user weighs them: **fewest changes first**, then the
 price is its tier (nothing < compute < precision < fine-tuning method < more GPUs) and, within a tier, its
 place in :data:`~memgraph.fit.candidates.CANDIDATES` (cheapest first). The search goes by number of changes;
 at each size it analyses the sets whose *estimate* fits, cheapest first, then those whose estimate is within
-:data:`ESTIMATE_SLACK` of the card, the estimate being your device total less what each change saved alone. Estimates only choose what to analyse: every plan shown is a real analysis,
-and fits with the margin. A set that contains a plan already found is not a plan (one of its changes would
-do nothing), and neither is a set with a change that made your step larger on its own.
+:data:`ESTIMATE_SLACK` of the card, the estimate being your device total less what each change saved alone.
+A set whose expected total fits but whose upper end does not (segments cached near the capacity) is also
+analysed with expandable segments added, which lowers the upper end only: a replay of the set's trace, and a
+plan of one more change (Qwen2-VL at 1344 px on 40 GB: QLoRA + activation offloading + expandable segments).
+Estimates only choose what to analyse: every plan shown is a real analysis, and fits with the margin. A set
+that contains a plan already found is not a plan (one of its changes would do nothing), and neither is a set
+with a change that made your step larger on its own.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import itertools
 from dataclasses import dataclass, replace
 
 from memgraph.errors import MemgraphError
-from memgraph.fit.analyses import Analyses
+from memgraph.fit.analyses import REPLAY_ONLY, Analyses
 from memgraph.fit.candidates import CANDIDATES, HARDWARE
 from memgraph.fit.outcome import Outcome
 from memgraph.fit.progress import FitProgress
@@ -63,6 +67,7 @@ def _conflict(parts: tuple[Outcome, ...]) -> bool:
 def find_plans(analyses: Analyses, yours: Outcome, singles: list[Outcome], progress: FitProgress) -> list[Plan]:
     """Up to :data:`WANT` plans that fit with the margin, best first (see the module docstring)."""
     usable = [o for o in singles if o.how != "failed" and o.device_total < yours.device_total]
+    replay_only = [o for o in usable if all(k in REPLAY_ONLY for k, _ in o.changes)]
     plans: list[Plan] = []
     for size in range(1, MAX_CHANGES + 1):
         if len(plans) >= WANT:
@@ -74,10 +79,31 @@ def find_plans(analyses: Analyses, yours: Outcome, singles: list[Outcome], progr
             analyses.prefetch(jobs)
         for s in todo:
             o = s[0] if size == 1 else _analyse(analyses, yours, s, progress)
-            if o is not None and o.fits_with_margin:
+            if o is None:
+                continue
+            if o.fits_with_margin:
                 plans.append(Plan(o, s))
+            elif o.device_total <= o.capacity and size < MAX_CHANGES:
+                plans += _with_allocator_change(analyses, yours, s, replay_only, usable, plans, progress)
         plans.sort(key=lambda p: _rank(p.parts))
     return plans[:WANT]
+
+
+def _with_allocator_change(analyses: Analyses, yours: Outcome, s: tuple, replay_only: list[Outcome],
+                           usable: list[Outcome], plans: list[Plan], progress: FitProgress) -> list[Plan]:
+    """``s`` fits by its expected total but not by its upper end (segments cached near the capacity): the
+    same set with an allocator change (expandable segments, which lowers the upper end only), replayed on
+    ``s``'s trace (fit/analyses.py REPLAY_ONLY: no trace of its own), as a set of one more change."""
+    out = []
+    for r in replay_only:
+        s2 = tuple(sorted(s + (r,), key=usable.index))
+        labels = {x.label for x in s2}
+        if r.label in {x.label for x in s} or _conflict(s2) or any(set(p.labels) <= labels for p in plans + out):
+            continue
+        o = _analyse(analyses, yours, s2, progress)
+        if o is not None and o.fits_with_margin:
+            out.append(Plan(o, s2))
+    return out
 
 
 def _sets_to_analyse(yours: Outcome, usable: list[Outcome], size: int, plans: list[Plan]) -> list[tuple]:

@@ -184,7 +184,10 @@ class AutocastStats:
             "autocast: emulated torch.autocast('cuda', dtype={name}) with PyTorch's CUDA op policy "
             "over {regions} region(s): ops " + ops + "; {lower} casts to {name}, {fp32} to float32, "
             "{promote} by promotion; weight-cast cache: {cached} parameter copies made, {cache_hits} reuses",
-            per_layer=tuple(counts), name=str(self.dtype).removeprefix("torch."), regions=self.regions, **counts)
+            # regions too: a checkpointed layer's recompute re-enters the regions open at its forward (one more
+            # region per layer and iteration under --gradient-checkpointing), so depth synthesis moves it too
+            per_layer=("regions", *counts), name=str(self.dtype).removeprefix("torch."), regions=self.regions,
+            **counts)
 
 
 def _eligible(t, device_type: str) -> bool:

@@ -10,6 +10,11 @@ layers records (same storages, fields, order, ops and phase marks), provided lay
 look like layer ``m`` to it. :func:`synthesize` is checked against a real trace at depth ``b + 1``
 before it is trusted (:mod:`memgraph.trace.shortcuts.depth_run`); any difference is a fallback to the full trace.
 
+**Blocks.** Where the layers alternate with a period ``p`` (``--checkpoint-every 2``: transformers checkpoints
+layers 0, 2, 4, ..., so no one layer looks like its neighbours), the unit repeated is a block of ``p``
+consecutive layers: everything below reads "layer" as "block", and a layer index ``i`` is block ``i // p``
+at place ``i % p`` in it (:class:`Layers`).
+
 **Labels.** Each storage, op and event belongs to a layer or to none:
 
 * a storage: the layer index in its name or module path (parameters, buffers, gradients and optimizer
@@ -64,20 +69,28 @@ def find_stack(parameter_names_by_depth: dict[int, list[str]]) -> str:
 
 
 class Layers:
-    """Reads and rewrites the layer index in names and module paths of one stack."""
+    """Reads and rewrites the layer index in names and module paths of one stack, in units of ``period``
+    consecutive layers (a *block*): with ``period`` 2, layers 2i and 2i+1 are block i, and a block moved by j
+    moves each of its layers by 2j. Period 1 (a block is a layer) unless the layers alternate (depth_run.py)."""
 
-    def __init__(self, stack: str):
-        self.stack = stack
+    def __init__(self, stack: str, period: int = 1):
+        self.stack, self.period = stack, period
         self.pattern = re.compile(r"(?<![^.])" + re.escape(stack) + r"\.(\d+)(?=\.|$)")
 
     def of(self, text: str) -> int | None:
-        """The layer index ``text`` names, None if none; two different ones are an error."""
+        """The block ``text`` names, None if none; two different ones are an error."""
         if self.stack not in text:
             return None
-        found = {int(g) for g in self.pattern.findall(text)}
+        found = {int(g) // self.period for g in self.pattern.findall(text)}
         if len(found) > 1:
             raise SynthesisError(f"{text!r} names two layers")
         return found.pop() if found else None
+
+    def renumber(self, text: str, block_to) -> str:
+        """``text`` with each layer index ``i`` moved to block ``block_to(i // period)``, same place in it."""
+        p = self.period
+        return self.pattern.sub(lambda match: f"{self.stack}.{block_to(int(match.group(1)) // p) * p + int(match.group(1)) % p}",
+                                text)
 
 
 class _Synthesis:
@@ -225,12 +238,11 @@ class _Synthesis:
 
     def _rename(self, text: str, ctx) -> str:
 
-        def sub(match: re.Match) -> str:
-            layer, copy = self._place(int(match.group(1)), ctx)
-            new = layer + copy if layer <= self.m else layer + self.k
-            return f"{self.layers.stack}.{new}"
+        def block_to(block: int) -> int:
+            layer, copy = self._place(block, ctx)
+            return layer + copy if layer <= self.m else layer + self.k
 
-        return self.pattern.sub(sub, text)
+        return self.layers.renumber(text, block_to)
 
     # -- the stream ------------------------------------------------------------------------------------------
     def _items(self, marks: list[int]) -> list[tuple[str, int]]:
@@ -280,7 +292,7 @@ class _Synthesis:
             kind, index = items[i]
             if kind in ("p", "q"):
                 following = None
-            elif kind == "o" and labels[i] is None and not self.log.ops[index].module \
+            elif kind == "o" and labels[i] is None and self._outside_the_layers(self.log.ops[index]) \
                     and not self.log.ops[index].inputs and not self.log.ops[index].outputs:
                 labels[i] = following
             elif labels[i] == "n":
@@ -288,6 +300,13 @@ class _Synthesis:
             elif labels[i] is not None:
                 following = labels[i]
         return labels
+
+    def _outside_the_layers(self, op: OpRecord) -> bool:
+        """Whether ``op`` ran outside every module, or in a module that holds the stack (``model`` for
+        ``model.layers``): FSDP2's hooks on a layer run under its parent's record_function (torch 2.13
+        torch/distributed/fsdp/_fully_shard/_fsdp_state.py ``_pre_forward``: ``FSDP::root_pre_forward`` /
+        ``FSDP::pre_forward`` profiler ranges), one pair of profiler ops per layer, before it."""
+        return not op.module or self.layers.stack.startswith(op.module + ".")
 
     def _bare(self, item: tuple[str, int]) -> tuple | None:
         """An op outside every module that touches no storage, as (op, phase, iteration); else None."""
@@ -341,18 +360,21 @@ class _Synthesis:
         return out
 
 
-def synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[int], sids: set[int]):
-    """The event log of ``target`` layers from ``log``, a trace at ``depth`` layers of the stack ``stack``.
+def synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[int], sids: set[int],
+               period: int = 1):
+    """The event log of ``target`` layers from ``log``, a trace at ``depth`` layers of the stack ``stack``;
+    with ``period`` p > 1, ``depth`` and ``target`` count blocks of p layers and a block is what is repeated.
 
     ``marks`` are event positions to carry over (iteration bounds), ``sids`` a set of storage ids to carry
     over (the trainable parameters). Returns (log, new marks, new sids)."""
     if target < depth:
         raise SynthesisError(f"cannot shrink {depth} layers to {target}")
-    return _synthesize(log, stack, depth, target, marks, sids)  # inside trace_training's paused_gc
+    return _synthesize(log, stack, depth, target, marks, sids, period)  # inside trace_training's paused_gc
 
 
-def _synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[int], sids: set[int]):
-    syn = _Synthesis(log, Layers(stack), depth, target, sids)
+def _synthesize(log: EventLog, stack: str, depth: int, target: int, marks: list[int], sids: set[int],
+                period: int = 1):
+    syn = _Synthesis(log, Layers(stack, period), depth, target, sids)
     stream = syn.emit(sorted(set(marks)))
     new_sid: dict[tuple[int, int], int] = {}
     new_op: dict[tuple[int, int], int] = {}

@@ -11,6 +11,8 @@ synthesis of the log follows); everything else equal at both depths. A plain-``s
 the two depths (a producer not yet typed) is read as text: its numbers are checked affine in the depth on a
 third trace (``BASE_DEPTH - 1`` layers) and moved along that line (:func:`_extrapolate_notes`). Anything else,
 or any error, falls back to the full trace with one note saying why: the speed-up never changes a number.
+With ``--checkpoint-every K`` (layers 0, K, 2K, ... checkpointed) every depth above counts blocks of K layers
+(:func:`layer_period`; memgraph/trace/shortcuts/depth.py "Blocks"): traced at 3K and 4K layers (2K for notes).
 
 Inside :func:`shared_notes_trace` (a batch sweep, memgraph/sweep.py, one per sequence length; a whole
 ``memgraph fit``, memgraph/fit/__init__.py) the
@@ -57,28 +59,43 @@ def shared_notes_trace():
         _NOTES_BELOW.reset(token)
 
 
+def layer_period(opts) -> int:
+    """How many consecutive layers make the unit depth synthesis repeats: ``--checkpoint-every K`` checkpoints
+    layers 0, K, 2K, ... (memgraph/model_spec/checkpointing.py), so the step repeats every K layers; else 1."""
+    return opts.checkpoint_every if opts.gradient_checkpointing and opts.checkpoint_every > 1 else 1
+
+
 def trace_with_depth_synthesis(spec, opts, trace_at):
     """The trace of ``spec`` under ``opts``: ``trace_at(spec)`` (a full trace), or a verified synthesis."""
     if opts.depth_synthesis == "off":
         return trace_at(spec)
     depth, why = model_depth(spec)
-    if depth is None or depth < MIN_DEPTH:
+    period = layer_period(opts)
+    if depth is not None and period > 1 and depth % period:
+        trace = trace_at(spec)
+        trace.notes.append(f"depth synthesis: not used ({depth} layers are not whole periods of "
+                           f"--checkpoint-every {period}); all layers traced")
+        return trace
+    if depth is None or depth < MIN_DEPTH * period:
         trace = trace_at(spec)
         if depth is None and _stacked_layers(spec) >= MIN_DEPTH:
             trace.notes.append(f"depth synthesis: not used ({why}); all layers traced")
         return trace
     start = time.perf_counter()
     try:
-        trace, traced = _synthesized(spec, trace_at, depth)
+        trace, traced = _synthesized(spec, trace_at, depth, period)
     except Exception as e:  # noqa: BLE001 - any failure of the shortcut is a fallback, never a wrong number
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         trace = trace_at(spec)
         trace.notes.append(f"depth synthesis: not used ({reason[:200]}); all {depth} layers traced")
         return trace
     trace.seconds = time.perf_counter() - start
+    b, m = BASE_DEPTH * period, BASE_DEPTH // 2 * period
+    repeated = f"layer {m}" if period == 1 else \
+        f"layers {m} to {m + period - 1} (one period of --checkpoint-every {period})"
     trace.notes.append(f"depth synthesis: traced {', '.join(map(str, traced[:-1]))} and {traced[-1]} of {depth} "
-                       f"layers; layer {BASE_DEPTH // 2} repeated to {depth} layers (verified: the synthesis of "
-                       f"{BASE_DEPTH + 1} layers from the {BASE_DEPTH}-layer trace equals the {BASE_DEPTH + 1}-layer "
+                       f"layers; {repeated} repeated to {depth} layers (verified: the synthesis of "
+                       f"{b + period} layers from the {b}-layer trace equals the {b + period}-layer "
                        "trace, storage by storage and event by event)")
     return trace
 
@@ -94,10 +111,11 @@ def _stacked_layers(spec) -> int:
     return max(found, default=0)
 
 
-def _synthesized(spec, trace_at, depth: int):
+def _synthesized(spec, trace_at, depth: int, period: int = 1):
+    """Depths here count blocks of ``period`` layers (memgraph/trace/shortcuts/depth.py "Blocks")."""
     b = BASE_DEPTH
-    shallow = {d: trace_at(with_depth(spec, d)) for d in (b, b + 1)}
-    stack = find_stack({d: [s.name for s in t.log.storages if s.origin == Origin.PARAMETER]
+    shallow = {d: trace_at(with_depth(spec, d * period)) for d in (b, b + 1)}
+    stack = find_stack({d * period: [s.name for s in t.log.storages if s.origin == Origin.PARAMETER]
                         for d, t in shallow.items()})
     for name in _SAME_AT_EVERY_DEPTH:
         if getattr(shallow[b], name) != getattr(shallow[b + 1], name):
@@ -109,30 +127,30 @@ def _synthesized(spec, trace_at, depth: int):
         if shared is not None and key in shared:  # a sweep: an earlier size's, verified with these same strings
             notes_from[b - 1] = list(shared[key])
         else:
-            notes_from[b - 1] = trace_at(with_depth(spec, b - 1)).notes
+            notes_from[b - 1] = trace_at(with_depth(spec, (b - 1) * period)).notes
         traced.insert(0, b - 1)
         if _extrapolate_notes(notes_from, b - 1, b, b + 1) != notes_from[b + 1]:
             raise SynthesisError("numbers in the trace's notes are not affine in the depth")
         if shared is not None:  # only notes that passed the check are shared
             shared[key] = tuple(notes_from[b - 1])
-    check = _synthesize_trace(shallow, stack, b, b + 1, notes_from)
+    check = _synthesize_trace(shallow, stack, b, b + 1, notes_from, period)
     difference = first_difference(check, shallow[b + 1])
     if difference:
-        raise SynthesisError(f"the synthesis of {b + 1} layers differs from their trace: {difference}")
-    return _synthesize_trace(shallow, stack, b, depth, notes_from), traced
+        raise SynthesisError(f"the synthesis of {(b + 1) * period} layers differs from their trace: {difference}")
+    return _synthesize_trace(shallow, stack, b, depth // period, notes_from, period), [d * period for d in traced]
 
 
-def _synthesize_trace(shallow: dict, stack: str, b: int, depth: int, notes_from: dict):
+def _synthesize_trace(shallow: dict, stack: str, b: int, depth: int, notes_from: dict, period: int = 1):
     base, next_ = shallow[b], shallow[b + 1]
     flat_bounds = [p for bound in base.iteration_bounds for p in bound]
-    log, marks, trainable = synthesize(base.log, stack, b, depth, flat_bounds, base.trainable_sids)
+    log, marks, trainable = synthesize(base.log, stack, b, depth, flat_bounds, base.trainable_sids, period)
     per_layer = lambda name: getattr(base, name) + (depth - b) * (getattr(next_, name) - getattr(base, name))
     lo, hi = min(notes_from), max(notes_from)
     return replace(
         base, log=log, iteration_bounds=list(zip(marks[::2], marks[1::2])), trainable_sids=trainable,
         parameter_count=per_layer("parameter_count"), trainable_parameter_count=per_layer("trainable_parameter_count"),
         notes=_extrapolate_notes(notes_from, lo, hi, depth),
-        modalities=_modalities(base.modalities, stack, b, depth),
+        modalities=_modalities(base.modalities, stack, b, depth, period),
         unknowns=list(base.unknowns), assumptions=list(base.assumptions), batch=list(base.batch))
 
 
@@ -175,10 +193,10 @@ def _extrapolate_notes(notes: dict, lo: int, hi: int, depth: int) -> list[str]:
     return out
 
 
-def _modalities(modalities: dict[str, str], stack: str, b: int, depth: int) -> dict[str, str]:
-    """Module path -> modality group at ``depth``: the paths of layer ``b // 2`` once per copy, later layers
-    renumbered, in ``named_modules`` order."""
-    layers, m, k = Layers(stack), b // 2, depth - b
+def _modalities(modalities: dict[str, str], stack: str, b: int, depth: int, period: int = 1) -> dict[str, str]:
+    """Module path -> modality group at ``depth``: the paths of layer (block) ``b // 2`` once per copy, later
+    ones renumbered, in ``named_modules`` order."""
+    layers, m, k = Layers(stack, period), b // 2, depth - b
     out = {}
     items = list(modalities.items())
     i = 0
@@ -201,7 +219,7 @@ def _modalities(modalities: dict[str, str], stack: str, b: int, depth: int) -> d
 def _shift(layers: Layers, path: str, shift: int) -> str:
     if not shift or layers.stack not in path:
         return path
-    return layers.pattern.sub(lambda match: f"{layers.stack}.{int(match.group(1)) + shift}", path)
+    return layers.renumber(path, lambda block: block + shift)
 
 
 __all__ = ["BASE_DEPTH", "shared_notes_trace", "trace_with_depth_synthesis"]
