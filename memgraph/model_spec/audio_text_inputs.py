@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -36,12 +36,11 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.auto_classes import auto_class
 from memgraph.model_spec.image_tokens import feature_rows, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
-from memgraph.model_spec.multimodal_inputs import KnownInput, special_token_ids, random_text_ids, image_text_to_text
+from memgraph.model_spec.multimodal_inputs import KnownInput, image_text_to_text, sample_text_ids
 from memgraph.model_spec.speech_inputs import NoSpeechLayout, feature_extractor_for
 from memgraph.private_api import processor_audio_inputs, processor_without_tokenizer, unavailable, voxtral_input_features
 
 LONG = torch.int64
-TEXT_SEED = 0  # as multimodal_inputs.py: the same text ids on meta and for real
 TONE_HZ, TONE_AMPLITUDE = 440.0, 0.1  # speech_inputs.py's tone (silence divides by a zero std in some extractors)
 
 
@@ -222,8 +221,7 @@ def audio_text_to_text(cfg, opts, defaults: dict, dtype: torch.dtype) -> Batch:
         raise MemgraphError(f"--seq-len {seq} cannot hold {seconds:g} s of audio ({per} audio tokens with the text "
                             f"around them): pass --seq-len {per + 2} or more, or fewer --audio-seconds")
     text = cfg.get_text_config()
-    gen = torch.Generator().manual_seed(TEXT_SEED)
-    ids = random_text_ids(b * seq, text.vocab_size, special_token_ids(cfg) | {_audio_token(cfg)}, gen).view(b, seq)
+    ids, _ = sample_text_ids(cfg, b, seq, also_special=frozenset({_audio_token(cfg)}))
     bos = getattr(text, "bos_token_id", None)
     ids[:, 0] = bos if isinstance(bos, int) else ids[:, 0]
     audio = torch.zeros(b, seq, dtype=torch.bool)

@@ -250,6 +250,15 @@ def special_token_ids(cfg) -> set[int]:
     return out
 
 
+def sample_text_ids(cfg, b: int, seq: int, also_special: frozenset[int] = frozenset()
+                    ) -> tuple[torch.Tensor, torch.Generator]:
+    """``[b, seq]`` ordinary token ids of ``cfg``'s text vocabulary (none of its special tokens, nor
+    ``also_special``), drawn from a generator seeded with ``TEXT_SEED``; and that generator, for later draws."""
+    gen = torch.Generator().manual_seed(TEXT_SEED)
+    specials = special_token_ids(cfg) | also_special
+    return random_text_ids(b * seq, cfg.get_text_config().vocab_size, specials, gen).view(b, seq), gen
+
+
 def random_text_ids(n: int, vocab: int, specials: set[int], generator: torch.Generator) -> torch.Tensor:
     """``n`` ordinary token ids (no special or multimodal token among them)."""
     ids = torch.randint(3, max(vocab, 4), (n,), generator=generator, dtype=LONG)
@@ -300,8 +309,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     image_id = _token(cfg, "image_token_id", "image_token_index")
     bos = getattr(text, "bos_token_id", None)
     bos = bos if isinstance(bos, int) else 1
-    gen = torch.Generator().manual_seed(TEXT_SEED)
-    ids = random_text_ids(b * seq, text.vocab_size, special_token_ids(cfg), gen).view(b, seq)
+    ids, gen = sample_text_ids(cfg, b, seq)
     ids[:, 0] = bos
     image_mask = torch.zeros(b, seq, dtype=torch.bool)
     pos = 1
@@ -339,8 +347,7 @@ def _prefix(cfg, opts, defaults, dtype) -> list[InputSpec]:
         raise MemgraphError(f"this {cfg.model_type} model's vision tower takes {native[0]}x{native[1]} images (its "
                             f"processor resizes to that); got --image-size {h}x{w}: pass --image-size {native[0]}")
     b, seq = opts.batch_size, _seq(opts, defaults)
-    gen = torch.Generator().manual_seed(TEXT_SEED)
-    ids = random_text_ids(b * seq, cfg.get_text_config().vocab_size, special_token_ids(cfg), gen).view(b, seq)
+    ids, _ = sample_text_ids(cfg, b, seq)
     return vision_prefix_inputs(cfg, model_class_for(cfg), b, seq, _images(opts, defaults), native, dtype, ids,
                                 _known, ImageInput)
 
@@ -379,8 +386,7 @@ def _query_video(cfg, opts, defaults, dtype) -> list[InputSpec]:
     if seq < tokens + 2:
         raise MemgraphError(f"--seq-len {seq} cannot hold a video of {tokens} query tokens with text: pass "
                             f"--seq-len {tokens + 2} or more")
-    gen = torch.Generator().manual_seed(TEXT_SEED)
-    ids = random_text_ids(b * seq, cfg.get_text_config().vocab_size, special_token_ids(cfg), gen).view(b, seq)
+    ids, gen = sample_text_ids(cfg, b, seq)
     video = torch.zeros(b, seq, dtype=torch.bool)
     video[:, :tokens] = True  # the processor puts the video tokens first, then BOS and the text
     ids[video] = _token(cfg, "video_token_index")
@@ -399,8 +405,7 @@ def _cross_attention(cfg, opts, defaults, dtype):
     size = opts.image_size or defaults.get("image_size") or int(cfg.vision_config.image_size)
     h, w = image_hw(size)
     b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
-    gen = torch.Generator().manual_seed(TEXT_SEED)
-    text_ids = random_text_ids(b * seq, cfg.get_text_config().vocab_size, special_token_ids(cfg), gen).view(b, seq)
+    text_ids, _ = sample_text_ids(cfg, b, seq)
     known, pixels, note = cross_attention_batch(cfg, b, n, seq, h, w, text_ids)
     order = ("input_ids", "aspect_ratio_ids", "aspect_ratio_mask", "cross_attention_mask", "attention_mask", "labels")
     inputs = [_known(name, known[name]) for name in order]
@@ -483,9 +488,7 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
         what = (f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
                 + (f" and {per_audio} audio tokens" if audio else ""))
         raise _too_short(seq, need, what)
-    gen = torch.Generator().manual_seed(TEXT_SEED)
-    text = cfg.get_text_config()
-    ids = random_text_ids(b * seq, text.vocab_size, special_token_ids(cfg), gen).view(b, seq)
+    ids, _ = sample_text_ids(cfg, b, seq)
     kind = torch.zeros(b, seq, dtype=LONG)  # mm_token_type_ids: 1 image, 2 video (processing_qwen2_vl.py)
     vision_tokens = torch.zeros(b, seq, dtype=torch.bool)
     start, end = _token(cfg, "vision_start_token_id"), _token(cfg, "vision_end_token_id")
