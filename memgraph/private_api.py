@@ -71,6 +71,11 @@ def _installed(library: str) -> str:
     return transformers.__version__
 
 
+def _supported(library: str) -> str:
+    """The supported version range of ``library``."""
+    return {"torch": TORCH_RANGE, "deepspeed": DEEPSPEED_RANGE}.get(library, TRANSFORMERS_RANGE)
+
+
 SINCE: dict[str, tuple[str, str, str]] = {}  # touch point -> (library, first version having it, what needs it)
 
 
@@ -85,8 +90,7 @@ def unavailable(name: str) -> str | None:
     installed = _installed(library)
     if Version(installed.split("+")[0]) >= Version(since):
         return None
-    supported = {"torch": TORCH_RANGE, "deepspeed": DEEPSPEED_RANGE}.get(library, TRANSFORMERS_RANGE)
-    upper = ",".join(p for p in supported.split(",") if p.startswith("<"))
+    upper = ",".join(p for p in _supported(library).split(",") if p.startswith("<"))
     return (f"{library} {installed}: {needed_by} needs {library}>={since}: install "
             f"'{library}>={since}{',' + upper if upper else ''}'")
 
@@ -99,7 +103,7 @@ def _guard(name: str, library: str, read_from: str, since: tuple[str, str] | Non
     ``since`` = (version, what needs it): a touch point that first appeared in that version of the library, above
     the lower end of the supported range; below it the feature is refused (:func:`unavailable`), not the library.
     """
-    supported = {"torch": TORCH_RANGE, "deepspeed": DEEPSPEED_RANGE}.get(library, TRANSFORMERS_RANGE)
+    supported = _supported(library)
     if since is not None:
         SINCE[name] = (library, *since)
 

@@ -16,16 +16,17 @@ REPO = Path(__file__).parent.parent
 FULL_ONLY = ("slow", "cli")
 
 
-def _audio_processors_missing():
+def _needs(touch_point: str):
+    """Skip where the installed library predates ``touch_point`` (private_api.py ``_guard(..., since=...)``)."""
     from memgraph.private_api import unavailable
 
-    return unavailable("transformers_audio_processors")
+    why = unavailable(touch_point)
+    return pytest.mark.skipif(why is not None, reason=str(why))
 
 
 # audio-language inputs need transformers>=5.16 (private_api.py, transformers_audio_processors); CI's lower end
 # (transformers 5.6) checks instead that they are refused with the version to install (test_private_api.py)
-needs_audio_processors = pytest.mark.skipif(_audio_processors_missing() is not None,
-                                            reason=str(_audio_processors_missing()))
+needs_audio_processors = _needs("transformers_audio_processors")
 SKIP_REASON = "{marker} test: run it with `python -m pytest --full` (what CI runs)"
 
 
