@@ -224,3 +224,17 @@ def test_version_answers_without_importing_torch():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == f"memgraph {__version__}"
+
+
+def test_readme_gpu_names_resolve():
+    """Every ``--gpu NAME`` in README.md's commands names one board of the catalog: the README's examples are
+    pasted as written (``--gpu h100`` once stood there, and h100 names two boards: h100-80gb and h100-pcie)."""
+    import re
+
+    from memgraph.facts.gpus import get_gpu
+
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", (REPO / "README.md").read_text(), re.S)  # the code blocks only
+    names = {name for block in blocks for name in re.findall(r"--gpu ([a-z0-9][a-z0-9._-]*)", block)}
+    assert names, "README.md shows no --gpu example"
+    for name in sorted(names):
+        get_gpu(name)  # KeyError names the ambiguous or unknown board
