@@ -233,3 +233,20 @@ def test_weights_from_disk_are_built_on_meta(tmp_path):
     notes = "\n".join(report["notes"])
     assert "LlamaForCausalLM.from_pretrained(" in notes and "built on meta in bfloat16" in notes
     assert "torch.load(" in notes and "copy into a host tensor (values not loaded)" in notes
+
+
+def test_report_header_names_memgraph_run(tmp_path, capsys):
+    """The text report of `memgraph run` is headed by the command that made it, not `memgraph analyze`."""
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(8, 8).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            model(torch.randn(4, 8, device="cuda")).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    """))
+    assert main(["run", "--", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("== memgraph run ==\n") and "== memgraph analyze ==" not in out, out[:200]

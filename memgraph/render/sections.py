@@ -55,7 +55,8 @@ def summary(r: Result) -> Section:
     ]
     if r.device:
         lines += device_lines(r)
-    return Section("memgraph analyze", lines, preformatted=True, key="summary")
+    command = "memgraph run" if o["loop"] == "script" else "memgraph analyze"  # options' loop "script": memgraph run
+    return Section(command, lines, preformatted=True, key="summary")
 
 
 def _stored(r: Result) -> str:
