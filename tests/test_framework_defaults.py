@@ -81,3 +81,14 @@ def test_config_json_fields_left_to_defaults_warn(tmp_path):
     assert "fills in 32000" in spec.warnings[0] and "fills in 11008" in spec.warnings[1]
     assert resolve(TINY).warnings == []  # a complete config: nothing to say
     assert resolve("llama-2-7b").warnings == []  # zoo configs are published files
+
+
+def test_bitsandbytes_optimizer_not_said_to_be_foreach():
+    """bitsandbytes' 8-bit AdamW has one step of its own: the header said 'adamw8bit foreach (PyTorch's default on
+    cuda)', a choice that optimizer does not have."""
+    from memgraph.render.sections import summary
+
+    said = resolve_defaults(resolve(TINY), TrainingOptions(optimizer="adamw8bit")).assumptions
+    assert "optimizer adamw8bit (bitsandbytes' own 8-bit step)" in said and not any("foreach" in a for a in said)
+    header = summary(analyze(TINY, seq_len=8, optimizer="adamw8bit")).lines[3]
+    assert "optimizer adamw8bit (bitsandbytes)" in header, header

@@ -28,7 +28,7 @@ import torch
 from memgraph.model_spec.build import resolve_attention
 from memgraph.model_spec.framework_defaults import framework_defaults
 from memgraph.model_spec.optimizers import resolve_impl
-from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.options import BNB_8BIT_OPTIMIZERS, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 
 # transformers 5.23 training_args.py: TrainingArguments.optim defaults to "adamw_torch_fused" when
@@ -55,8 +55,12 @@ def resolve_defaults(spec: ModelSpec, opts: TrainingOptions) -> Resolved:
     if hf:
         why = f" (transformers' choice for {spec.model_class})" if opts.attn_implementation == "auto" else ""
         said.append(f"attention {attn}{why}")
-    said.append("no optimizer (forward and backward only)" if opts.optimizer == "none"
-                else f"optimizer {opts.optimizer} {impl}" + (f" ({impl_why})" if impl_why else ""))
+    if opts.optimizer == "none":
+        said.append("no optimizer (forward and backward only)")
+    elif opts.optimizer in BNB_8BIT_OPTIMIZERS:  # bitsandbytes' step has no foreach/fused choice
+        said.append(f"optimizer {opts.optimizer} (bitsandbytes' own 8-bit step)")
+    else:
+        said.append(f"optimizer {opts.optimizer} {impl}" + (f" ({impl_why})" if impl_why else ""))
     loop_why = {"trainer": "Hugging Face Trainer", "plain": "a module:function model's own loop"}[loop]
     said.append(f"loop {loop}" + (f" ({loop_why})" if opts.loop == "auto" else ""))
     said.append(f"zero_grad {opts.zero_grad.replace('-', '_')}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from memgraph.analysis.device import DevicePeaks
 from memgraph.analysis.group_by import at_depth, fold_repeated, tensor_groups
 from memgraph.analysis.result import Peak, Result
+from memgraph.model_spec.options import BNB_8BIT_OPTIMIZERS
 from memgraph.units import human_bytes, share
 
 PHASE_NOTE = "steady state (iteration >= 2) is what a long run needs; iteration 1 also creates the optimizer state"
@@ -34,13 +35,19 @@ def where(p: Peak) -> str:
     return f"iteration {p.iteration}, {p.phase}, module {module}, op {p.op or '-'}"
 
 
+def _optimizer_impl(r: Result) -> str:
+    """The optimizer's implementation as the header says it: bitsandbytes' 8-bit optimizers have one step of their
+    own (bitsandbytes 0.50 ``Optimizer8bit.step``), whatever foreach/fused value the run carried."""
+    return "bitsandbytes" if r.options["optimizer"] in BNB_8BIT_OPTIMIZERS else r.optimizer_impl
+
+
 def summary(r: Result) -> Section:
     o = r.options
     lines = [
         f"model: {r.model}",
         f"target: {r.target} (predicts {r.metric})",
         f"batch: {', '.join(r.batch)}",
-        f"precision {o['precision']}, optimizer {o['optimizer']} ({r.optimizer_impl}), "
+        f"precision {o['precision']}, optimizer {o['optimizer']} ({_optimizer_impl(r)}), "
         f"attention {o['attn_implementation']}, gradient checkpointing {_checkpointing(r)}, "
         f"{o['loop']} loop" + (f", stage {o['stage']}" if o["stage"] else ""),
         f"parameters: {r.parameters:,} ({r.trainable_parameters:,} trainable)" + _stored(r),
