@@ -67,6 +67,7 @@ class HostStandIns(TorchDispatchMode):
         self._in_host_step = False
         self.params_offloaded = False  # set by DeepSpeedRun: the note names what is on the host
         self.optimizer_offloaded = True
+        self.fetch_only = False  # while the model's forward runs (DeepSpeedRun.fetching)
 
     # -- what is host memory ------------------------------------------------------------------
     def is_host(self, t) -> bool:
@@ -106,6 +107,11 @@ class HostStandIns(TorchDispatchMode):
 
     # -- dispatch -----------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.fetch_only:  # the model's forward: only ZeRO-3's fetches of host partitions are DeepSpeed's
+            leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+            if (func.namespace == "c10d" or func is _CAT_OUT) and any(self.is_host(a) for a in leaves):
+                return self._fetch(func, args, dict(kwargs or {}))
+            return func(*args, **(kwargs or {}))
         kwargs = dict(kwargs or {})
         to_host = _is_host_device(kwargs.get("device"))
         if to_host:

@@ -140,7 +140,7 @@ class _EngineModule:
 
     def __call__(self, *args, **kwargs):
         engine = self.run.engine
-        with self.run.host_modes():  # ZeRO-3 fetches offloaded parameters in forward too
+        with self.run.fetching():  # ZeRO-3 fetches offloaded parameters in forward too
             return engine(*args, **kwargs)
 
     def __getattr__(self, name):  # the wrapped model's modules (LayerDrop off: trace/layerdrop.py)
@@ -238,6 +238,20 @@ class DeepSpeedRun:
         if self.host is not None and not self.real:
             stack.enter_context(self.host)
         return stack
+
+    @contextlib.contextmanager
+    def fetching(self):
+        """While the model's forward runs with ZeRO-3's parameters offloaded: the host stand-ins see only the fetches
+        of host partitions (offload.py ``_fetch``); the model's own ``.cpu()`` and ``device='cpu'`` stay as traced."""
+        if self.host is None or self.real or not self.host.params_offloaded:
+            yield
+            return
+        self.host.fetch_only = True
+        try:
+            with self.host:
+                yield
+        finally:
+            self.host.fetch_only = False
 
     def attach(self, recorder) -> None:
         self.recorder = recorder
