@@ -76,8 +76,9 @@ def initialize_failures(path: str):
     except Exception as e:
         if innermost_is_memgraph(e):
             raise
-        raise MemgraphError(f"--deepspeed {path}: deepspeed.initialize refused the config: {describe_exception(e)}: fix the "
-                            "config (DeepSpeed's config reference: https://www.deepspeed.ai/docs/config-json/)") from e
+        raise MemgraphError(f"--deepspeed {path}: deepspeed.initialize refused the config: "
+                            f"{describe_exception(e)}: fix the config (DeepSpeed's config reference: "
+                            "https://www.deepspeed.ai/docs/config-json/)") from e
 
 
 class ScalarsOnMeta(TorchDispatchMode):
