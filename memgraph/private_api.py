@@ -1174,7 +1174,7 @@ def wrap_checkpoint_functions(model: torch.nn.Module, wrap: Callable[[Callable],
 # deepspeed_on_meta
 #   for: ``--deepspeed ds_config.json`` (memgraph/ds_engine): DeepSpeed's own engine (``deepspeed.initialize``)
 #   run on meta tensors over the fake process group. Read from DeepSpeed 0.19.8 with its CPU accelerator
-#   (``DS_ACCELERATOR=cpu``), the paths of a real CPU run; six places assume real data or a real device:
+#   (``DS_ACCELERATOR=cpu``), the paths of a real CPU run; these places assume real data or a real device:
 #   * deepspeed/accelerator/cpu_accelerator.py ``device_name``/``current_device_name`` ('cpu'): where the engine
 #     moves the module and allocates its buffers; made 'meta' for the run;
 #   * deepspeed/accelerator/cpu_accelerator.py ``is_fp16_supported`` (the host CPU's mkldnn fp16 support; engine.py
@@ -1193,6 +1193,11 @@ def wrap_checkpoint_functions(model: torch.nn.Module, wrap: Callable[[Callable],
 #   * deepspeed/runtime/zero/stage_1_and_2.py keeps shape records as meta tensors of its own
 #     (``torch.zeros_like(param.data, device="meta")``, ``round_robin_bit16_meta``): no memory in a real run, so
 #     made outside the recorder (its ``torch`` seen through :class:`_TorchWithOwnMetaTensors`);
+#   * deepspeed/accelerator/cpu_accelerator.py ``available_memory`` (the host's free RAM, psutil), which
+#     stage_1_and_2.py asks to choose where to flatten the 16-bit groups (on the accelerator if the flat buffer fits
+#     there, else through ``param.data.cpu()``, which has no data to copy on meta): on the cuda target it answers the
+#     target GPU's free bytes, as the CUDA accelerator's NVML ``free`` does (ds_engine/run.py ``_free_device_bytes``),
+#     not the free RAM of the machine memgraph runs on;
 #   * deepspeed/utils/groups.py keeps the process groups it made (``_WORLD_GROUP``, ``_DATA_PARALLEL_GROUP``, ...) in
 #     module globals for the process: each run starts from fresh ones (None / {}), restored at its end;
 #   ``.item()`` in the overflow and norm checks (stage_1_and_2.py ``has_overflow``, runtime/utils.py) is answered
@@ -1231,7 +1236,9 @@ def _check_deepspeed_on_meta():
         return "stage_1_and_2.py no longer records shapes with torch.zeros_like(param.data, device='meta')"
     if not hasattr(modules["deepspeed.comm.comm"], "cdb"):
         return "deepspeed.comm.comm.cdb is missing"
-    return _missing(get_accelerator(), "device_name", "current_device_name", "is_fp16_supported")
+    if "accelerator.available_memory()" not in inspect.getsource(modules[_DS_STAGE_1_AND_2].DeepSpeedZeroOptimizer):
+        return "DeepSpeedZeroOptimizer no longer asks accelerator.available_memory() where to flatten"
+    return _missing(get_accelerator(), "device_name", "current_device_name", "is_fp16_supported", "available_memory")
 
 
 class _TorchWithOwnMetaTensors:
@@ -1278,9 +1285,10 @@ class _NamedDevice:
 
 
 @contextlib.contextmanager
-def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str):
+def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str, available_memory=None):
     """While open, ``deepspeed.initialize`` and the engine's steps run on meta tensors as rank ``rank`` of the
-    (already initialised, fake) process group (see the section comment)."""
+    (already initialised, fake) process group (see the section comment); ``available_memory()``, where given, is what
+    the accelerator's ``available_memory`` answers (the target GPU's free bytes)."""
     import os
 
     require("deepspeed_on_meta")
@@ -1296,6 +1304,8 @@ def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str):
         patch(mock.patch.object(accelerator, "current_device_name", lambda: "meta"))
         if autocast_device == "cuda":  # the target GPU has fp16, whatever the host CPU has
             patch(mock.patch.object(accelerator, "is_fp16_supported", lambda: True))
+        if available_memory is not None:
+            patch(mock.patch.object(accelerator, "available_memory", lambda device_index=None: available_memory()))
         patch(mock.patch.object(modules["deepspeed.runtime.zero.stage3"], "defragment", _defragment_on_meta))
         for name in _DS_ASSERT_MODULES:
             patch(mock.patch.object(modules[name], "assert_ints_same_as_other_ranks", lambda ints: None))

@@ -154,6 +154,10 @@ def test_auto_values_are_resolved_as_the_trainer_does(tmp_path):
     ("[1]", "a DeepSpeed config is a JSON object"),
     ('{"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}}', "nvme is not modelled"),
     ('{"train_micro_batch_size_per_gpu": 8, "zero_optimization": {"stage": 2}}', "train_micro_batch_size_per_gpu=8"),
+    # no batch size at all: DeepSpeed's own check in deepspeed.initialize (deepspeed 0.19.8 runtime/config.py
+    # _set_batch_related_parameters), named with the config, not as the model's failure
+    ('{"zero_optimization": {"stage": 2}}', r"--deepspeed .*ds_config.json: deepspeed.initialize refused the config: "
+     "AssertionError: Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided"),
 ])
 def test_bad_configs_are_one_line(tmp_path, content, message):
     path = tmp_path / "ds_config.json"
@@ -204,6 +208,10 @@ def test_deepspeed_and_strategy_exclude_each_other():
 #   tiny-llama ZeRO-3 + offload (zero3-offload.json), 1 rank: 4,082,237 / 5,199,513 B vs 4,082,249 / 5,199,513 B;
 #     2 ranks (not a row): 53,504 B (rank 0) and 128,384 B (rank 1) below the measurement in both iterations,
 #     inside the band only by the ranks' 78,080 and 177,536 B unreported
+#   tiny-llama ZeRO-3 + offload_param to the CPU (zero3-offload-param.json, persistence threshold 0: every parameter
+#     partitioned, its 16-bit partitions in host memory, fetched per layer): 1 rank 4,082,081 / 4,486,185 B vs
+#     4,082,093 / 4,486,185 B; 2 ranks 2,061,601 / 3,179,037 B vs 2,061,613 / 3,179,037 B on both ranks (nothing
+#     unreported). Measured 2026-11-27, same stack.
 #   tiny-llama, 2 ranks, DeepSpeedCPUAdam ("optimizer" section, zero2-offload-cpuadam.json): 2,788,880 / 3,597,076 B
 #     vs the same on both ranks. The real run builds DeepSpeed's cpu_adam op with g++ the first time (227 s here,
 #     cached in ~/.cache/torch_extensions); the prediction never builds it.
@@ -226,6 +234,7 @@ def _assert_per_rank_within_band(record, group) -> None:
     (LLAMA, "zero3.json", 1), (LLAMA, "zero3.json", 2), (LLAMA, "zero3.json", 4), (GPT2, "zero3.json", 2),
     (LLAMA, "zero2-offload.json", 1), (LLAMA, "zero2-offload.json", 2), (LLAMA, "zero2-offload.json", 4),
     (GPT2, "zero2-offload.json", 2), (LLAMA, "zero2-offload-cpuadam.json", 2), (LLAMA, "zero3-offload.json", 1),
+    (LLAMA, "zero3-offload-param.json", 1), (LLAMA, "zero3-offload-param.json", 2),
 ])
 def test_per_rank_prediction_matches_deepspeed_on_gloo(model, config, nproc):
     opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", nproc=nproc, deepspeed=f"{CONFIGS}/{config}",

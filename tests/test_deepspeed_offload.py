@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("deepspeed")
 
-from memgraph.api import analyze  # noqa: E402
+from memgraph.api import analyze, analyze_traced  # noqa: E402
 from memgraph.errors import MemgraphError  # noqa: E402
 from memgraph.model_spec.options import TrainingOptions  # noqa: E402
 
@@ -72,10 +72,10 @@ def test_on_the_cpu_target_host_and_device_are_one_allocator():
 
 @pytest.mark.parametrize("zero, force, message", [
     ({"offload_optimizer": {"device": "cpu"}}, None, '"zero_force_ds_cpu_optimizer": false'),
-    ({"stage": 3, "offload_param": {"device": "cpu"}}, False, "offload_param to the CPU is not modelled"),
     ({"offload_optimizer": {"device": "cpu"}, "optimizer": {"type": "Lamb"}}, False,
      "modelled only as DeepSpeedCPUAdam"),
-    ({"offload_optimizer": {"device": "nvme"}}, False, "nvme is not modelled"),
+    ({"offload_optimizer": {"device": "nvme"}}, False, "offload_optimizer.device nvme is not modelled"),
+    ({"stage": 3, "offload_param": {"device": "nvme"}}, False, "offload_param.device nvme is not modelled"),
 ])
 def test_offloads_not_modelled_are_one_line(tmp_path, zero, force, message):
     path = tmp_path / "ds_config.json"
@@ -89,3 +89,75 @@ def test_offloads_not_modelled_are_one_line(tmp_path, zero, force, message):
     with pytest.raises(MemgraphError, match=message) as info:
         _analyze(str(path), "cpu")
     assert "\n" not in str(info.value)
+
+
+# ZeRO-3 with offload_param to the CPU (tests/configs/deepspeed/zero3-offload-param.json: persistence threshold 0, so
+# every parameter is partitioned; reduce and prefetch buckets of 20,000 elements), 2 ranks, bf16
+OFFLOAD_PARAM = "tests/configs/deepspeed/zero3-offload-param.json"
+
+
+def test_offloaded_parameter_partitions_are_host_memory_on_the_cuda_target():
+    # deepspeed 0.19.8 partition_parameters.py _partition_param makes each parameter's partition on the offload device
+    # (torch.empty(partition_size, device='cpu')), then stage3.py _create_param_groups_fp16_flat_cpu_memory one flat
+    # host buffer of this rank's partition, 202,048 / 2 = 101,024 bf16 elements = 202,048 B, and _move_to_flat_buffer
+    # copies each partition in and frees it: peak 2 x 202,048 = 404,096 B on the host, 202,048 B (the flat buffer) to
+    # the end. The device keeps no 16-bit partition buffer (no lp_param_buffer, the 202,048 B it holds without
+    # offload_param: tests/test_deepspeed.py test_zero3_threshold_0_partitions_every_parameter)
+    result, trace = analyze_traced(LLAMA, TrainingOptions(
+        seq_len=32, batch_size=2, target="cuda", nproc=2, deepspeed=OFFLOAD_PARAM, precision="bf16-mixed",
+        gpu="a100-80gb"))
+    notes = "\n".join(result.notes)
+    assert ("host memory of this rank peak 394.62 KiB (404,096 B), 197.31 KiB (202,048 B) at the end (ZeRO-3's "
+            "16-bit parameter partitions (offload_param)), not in the device figures") in notes
+    assert "param_groups_fp16_flat_cpu_memory 197.31 KiB (16-bit parameter partitions of this rank (offload_param), " \
+           "in host memory)" in notes and "lp_param_buffer" not in notes
+    # ZeRO-3 fetches a partition to the device before its all-gather (_all_gather_sequential:
+    # param_ds_tensor.to(device)): the embedding's and the head's 64,000 / 2 = 32,000 bf16 elements, 64,000 B device
+    # copies made in the forward of each iteration, each freed by the next event (the all-gather has read it)
+    fetched = [s for s in trace.log.storages if s.name == "aten._to_copy.default" and s.shape == (32_000,)
+               and s.dtype == "bfloat16" and s.phase == "forward"]
+    assert {s.iteration for s in fetched} == {1, 2}
+    assert all(s.nbytes == 64_000 and s.free_event == s.alloc_event + 1 for s in fetched)
+
+
+@pytest.mark.slow
+def test_offload_param_moves_exactly_the_16_bit_partitions_off_the_device():
+    # the same run without offload_param: alive at the end of each iteration 202,048 B more on the device (this rank's
+    # bf16 partitions, lp_param_buffer), nothing else
+    def alive(config):
+        _, trace = analyze_traced(LLAMA, TrainingOptions(seq_len=32, batch_size=2, target="cuda", nproc=2,
+                                                          deepspeed=config, precision="bf16-mixed", gpu="a100-80gb"))
+        ends = [trace.iteration_bounds[i][1] for i in (0, 1)]
+        return [sum(s.nbytes for s in trace.log.storages
+                    if s.alloc_event < end and (s.free_event is None or s.free_event >= end)) for end in ends]
+
+    with open(OFFLOAD_PARAM) as f:
+        config = json.load(f)
+    del config["zero_optimization"]["offload_param"]
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(config, f)
+    offloaded, on_device = alive(OFFLOAD_PARAM), alive(f.name)
+    assert [d - o for d, o in zip(on_device, offloaded)] == [202_048, 202_048]
+
+
+def test_zero2_flattens_through_the_host_when_the_gpu_lacks_the_room(tmp_path):
+    # deepspeed 0.19.8 stage_1_and_2.py asks the accelerator's free memory (memgraph answers the target GPU's: its
+    # capacity less the CUDA context, 500 MiB expected on an A100, less the model's weights) and, where the 16-bit flat
+    # buffer does not fit, moves each weight to the host (param.data.cpu()), flattens there and copies the buffer
+    # to the device. A board of 500 MiB + 500,000 B leaves 500,000 - 404,096 (the bf16 weights) - 128 (the rotary
+    # inv_freq buffers, fp32) B free, under the 404,096 B flat buffer (202,048 bf16 elements, a multiple of the
+    # alignment 2 x 2 ranks): on the host the weights' copies 404,096 B and the flat buffer 404,096 B, and the 21
+    # one-element fp32 placeholders DeepSpeed gives the weights meanwhile (torch.empty(1).to(param.device): on meta
+    # that .to is a no-op, so they stay host stand-ins; on a GPU 4-byte device tensors), 21 x 4 = 84 B: 808,276 B
+    assert 404_096 + 404_096 + 21 * 4 == 808_276
+    gpu = f"a100-80gb@{500 * 2**20 + 500_000}"
+    result = analyze(LLAMA, TrainingOptions(seq_len=32, batch_size=2, target="cuda", nproc=2, precision="bf16-mixed",
+                                            deepspeed="tests/configs/deepspeed/zero2.json", gpu=gpu))
+    assert ("DeepSpeed flattened the 16-bit parameter groups through host memory (peak 808,276 B there)"
+            in "\n".join(result.notes))
+    # on a board with room (the A100 80GB) the same config flattens on the device: no such note
+    roomy = analyze(LLAMA, TrainingOptions(seq_len=32, batch_size=2, target="cuda", nproc=2, precision="bf16-mixed",
+                                           deepspeed="tests/configs/deepspeed/zero2.json", gpu="a100-80gb"))
+    assert not any("through host memory" in n for n in roomy.notes)

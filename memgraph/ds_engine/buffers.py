@@ -33,6 +33,7 @@ BUFFERS = {
     "lp_param_buffer": ("16-bit parameter partitions, defragmented into one buffer", None),
     "fp32_partitioned_groups_flat": ("fp32 master weights of this rank's partition", Role.OPTIMIZER_STATE),
     "grad_partitions_flat_buffer": ("fp32/16-bit gradient partitions of this rank", Role.GRADIENT),
+    "param_groups_fp16_flat_cpu_memory": ("16-bit parameter partitions of this rank (offload_param)", None),
     # IPGBucketZ3.buffer per communication dtype: torch.empty(reduce_bucket_size) with contiguous_gradients (left
     # as traced: naming its role would move bytes between categories of existing reports)
     "ipg_buckets": ("reduce bucket: reduce_bucket_size elements per communication dtype", None),

@@ -36,6 +36,7 @@ from memgraph.private_api import TorchDispatchMode, deepspeed_offload_on_host, d
 from memgraph.units import human_bytes
 
 _TO_COPY = torch.ops.aten._to_copy.default
+_CAT_OUT = torch.ops.aten.cat.out
 _HOST = torch.device("cpu")
 
 
@@ -46,6 +47,11 @@ def _is_host_device(value) -> bool:
 def offloads_optimizer(zero: dict) -> bool:
     """Whether a config's ``zero_optimization`` section offloads the optimizer to the CPU."""
     return str((zero.get("offload_optimizer") or {}).get("device", "none")).lower() == "cpu"
+
+
+def offloads_param(zero: dict) -> bool:
+    """Whether a config's ``zero_optimization`` section offloads ZeRO-3's parameter partitions to the CPU."""
+    return str((zero.get("offload_param") or {}).get("device", "none")).lower() == "cpu"
 
 
 class HostStandIns(TorchDispatchMode):
@@ -59,6 +65,9 @@ class HostStandIns(TorchDispatchMode):
         self._views = weakref.WeakSet()  # cpu target: .to('cpu') of a device tensor, the tensor itself (an alias)
         self.host_bytes = self.peak_host_bytes = 0
         self._in_host_step = False
+        self.params_offloaded = False  # set by DeepSpeedRun: the note names what is on the host
+        self.optimizer_offloaded = True
+        self.fetch_only = False  # while the model's forward runs (DeepSpeedRun.fetching)
 
     # -- what is host memory ------------------------------------------------------------------
     def is_host(self, t) -> bool:
@@ -98,6 +107,11 @@ class HostStandIns(TorchDispatchMode):
 
     # -- dispatch -----------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.fetch_only:  # the model's forward: only ZeRO-3's fetches of host partitions are DeepSpeed's
+            leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+            if (func.namespace == "c10d" or func is _CAT_OUT) and any(self.is_host(a) for a in leaves):
+                return self._fetch(func, args, dict(kwargs or {}))
+            return func(*args, **(kwargs or {}))
         kwargs = dict(kwargs or {})
         to_host = _is_host_device(kwargs.get("device"))
         if to_host:
@@ -110,6 +124,8 @@ class HostStandIns(TorchDispatchMode):
         from_host = any(self.is_host(t) for t in tensors)
         if not (to_host or from_host):
             return func(*args, **kwargs)
+        if from_host and (func.namespace == "c10d" or self.params_offloaded and func is _CAT_OUT):
+            return self._fetch(func, args, kwargs)  # ZeRO-3 gathering host partitions: see _fetch
         if func is _TO_COPY and not to_host:  # back to the device: a device copy
             return func(*args, **kwargs)
         if func is _TO_COPY and self.target == "cpu" and args[0].is_meta and kwargs.get("dtype") in (
@@ -129,14 +145,31 @@ class HostStandIns(TorchDispatchMode):
                 self._adopt(t)
         return out
 
+    def _fetch(self, func, args, kwargs):
+        """A collective, or ``torch.cat(..., out=device buffer)``, whose inputs include host stand-ins: ZeRO-3 gathering
+        parameter partitions offloaded to the host (deepspeed 0.19.8 runtime/zero/partition_parameters.py
+        ``_all_gather_sequential``: ``param_ds_tensor.to(get_accelerator().current_device_name())`` into
+        ``all_gather_into_tensor``; ``_all_gather_dtype``: ``torch.cat([p.ds_tensor.to(device) ...], out=...)``). On a
+        GPU each ``.to`` is a host-to-device copy (NCCL reads device memory), on meta a no-op (the stand-in is already
+        on meta): the cuda target makes the copies here, alive while the op runs; on the CPU ``.to('cpu')`` returns
+        the tensor itself, so the cpu target reads it as it is. What the op writes is device memory."""
+        if self.target == "cuda":
+            meta = torch.device("meta")
+            args, kwargs = torch.utils._pytree.tree_map(
+                lambda a: _TO_COPY(a, device=meta) if self.is_host(a) else a, (args, kwargs))
+        return func(*args, **kwargs)
+
     # -- report -------------------------------------------------------------------------------
     def notes(self) -> list[str]:
         where = ("not in the device figures" if self.target == "cuda" else
                  "counted in the figures: on the cpu target host and device are one allocator")
-        return [f"DeepSpeed optimizer offload (offload_optimizer device cpu): host memory of this rank peak "
+        what = ", ".join(
+            (["ZeRO-3's 16-bit parameter partitions (offload_param)"] if self.params_offloaded else [])
+            + (["the fp32 master partition, its gradients, the optimizer's state and DeepSpeed's host staging "
+                "buffers (offload_optimizer)"] if self.optimizer_offloaded else []))
+        return [f"DeepSpeed offload to the CPU: host memory of this rank peak "
                 f"{human_bytes(self.peak_host_bytes)} ({self.peak_host_bytes:,} B), {human_bytes(self.host_bytes)} "
-                f"({self.host_bytes:,} B) at the end (the fp32 master partition, its gradients, the optimizer's state "
-                f"and DeepSpeed's host staging buffers), {where} (memgraph/ds_engine/offload.py)"]
+                f"({self.host_bytes:,} B) at the end ({what}), {where} (memgraph/ds_engine/offload.py)"]
 
 
-__all__ = ["HostStandIns", "offloads_optimizer"]
+__all__ = ["HostStandIns", "offloads_optimizer", "offloads_param"]

@@ -34,10 +34,13 @@ import torch.nn as nn
 
 from memgraph.ds_engine.buffers import buffer_notes, mark_roles
 from memgraph.ds_engine.config import DeepSpeedConfig, describe, resolve
-from memgraph.ds_engine.offload import HostStandIns, offloads_optimizer
+from memgraph.ds_engine.offload import HostStandIns, offloads_optimizer, offloads_param
 from memgraph.errors import MemgraphError
+from memgraph.facts.gpus import get_gpu, process_context
 from memgraph.facts.nccl import nccl_buffers
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.user_code import describe as describe_exception
+from memgraph.model_spec.user_code import innermost_is_memgraph
 from memgraph.private_api import TorchDispatchMode, deepspeed_cpu_adam_on_meta, deepspeed_on_meta, fake_store
 
 # deepspeed 0.19.8 runtime/config.py ADAM_OPTIMIZER, ADAMW_OPTIMIZER: the types engine.py builds as DeepSpeedCPUAdam
@@ -59,6 +62,23 @@ def import_deepspeed():
             raise MemgraphError(f"--deepspeed: DeepSpeed chose its {get_accelerator().device_name()} accelerator; "
                                 "run memgraph with DS_ACCELERATOR=cpu")
     return deepspeed
+
+
+@contextlib.contextmanager
+def initialize_failures(path: str):
+    """DeepSpeed refusing the config in ``deepspeed.initialize`` (its config checks: "Either train_batch_size or
+    train_micro_batch_size_per_gpu needs to be provided", a bad key's pydantic error, ...) as one line naming the config
+    and DeepSpeed's message. An exception raised in memgraph's own code (its patches) stays an internal error."""
+    try:
+        yield
+    except MemgraphError:
+        raise
+    except Exception as e:
+        if innermost_is_memgraph(e):
+            raise
+        raise MemgraphError(f"--deepspeed {path}: deepspeed.initialize refused the config: "
+                            f"{describe_exception(e)}: fix the config (DeepSpeed's config reference: "
+                            "https://www.deepspeed.ai/docs/config-json/)") from e
 
 
 class ScalarsOnMeta(TorchDispatchMode):
@@ -120,7 +140,9 @@ class _EngineModule:
         self.run = run
 
     def __call__(self, *args, **kwargs):
-        return self.run.engine(*args, **kwargs)
+        engine = self.run.engine
+        with self.run.fetching():  # ZeRO-3 fetches offloaded parameters in forward too
+            return engine(*args, **kwargs)
 
     def __getattr__(self, name):  # the wrapped model's modules (LayerDrop off: trace/layerdrop.py)
         return getattr(self.run._model, name)
@@ -155,6 +177,7 @@ class DeepSpeedRun:
         self._stack: contextlib.ExitStack | None = None
         self.host: HostStandIns | None = None  # optimizer offload on meta (ds_engine/offload.py)
         self.cpu_adam = False  # the config's "optimizer" section: DeepSpeedCPUAdam (with offload_optimizer)
+        self._flatten_note: str | None = None  # ZeRO-1/2 flattened its 16-bit groups through host memory
 
     def __enter__(self) -> DeepSpeedRun:
         stack = contextlib.ExitStack()
@@ -170,7 +193,8 @@ class DeepSpeedRun:
             dist.init_process_group("fake", store=fake_store(), rank=self.rank, world_size=self.nproc)
             stack.callback(dist.destroy_process_group)
             try:
-                stack.enter_context(deepspeed_on_meta(self.rank, self.nproc, self._autocast_device()))
+                stack.enter_context(deepspeed_on_meta(self.rank, self.nproc, self._autocast_device(),
+                                                      self._free_device_bytes if self.opts.target == "cuda" else None))
             except BaseException:
                 stack.close()
                 raise
@@ -184,6 +208,18 @@ class DeepSpeedRun:
             self._engine.destroy()  # removes ZeRO-3's module hooks
         self._stack.close()
 
+    def _free_device_bytes(self) -> int:
+        """The target GPU's free memory now, what DeepSpeed's CUDA accelerator answers from NVML (``free``): its
+        capacity less the CUDA context and the model's weights and buffers as they are now (DeepSpeed asks while it
+        builds its optimizer, with the model on the device). DeepSpeed's ZeRO-1/2 flattens each 16-bit group on the
+        device where it fits (deepspeed 0.19.8 stage_1_and_2.py ``flatten_on_accelerator``); the CPU accelerator would
+        answer the free RAM of the machine memgraph runs on."""
+        gpu = get_gpu(self.opts.gpu)
+        context = process_context(gpu, self.opts.cuda_version, self.opts.module_loading, self.opts.context_bytes)[1]
+        storages = {id(t.untyped_storage()): t.untyped_storage().nbytes()
+                    for t in (*self._model.parameters(), *self._model.buffers())}
+        return max(0, gpu.capacity_bytes - context - sum(storages.values()))
+
     def _autocast_device(self) -> str:
         return "cuda" if self.opts.target == "cuda" else "cpu"
 
@@ -191,13 +227,32 @@ class DeepSpeedRun:
         """What DeepSpeed's own code runs under on meta: host stand-ins (optimizer offload), ``.item()`` answered."""
         if self.real:
             return contextlib.nullcontext()
-        stack = contextlib.ExitStack()
-        if self.host is not None:
-            stack.enter_context(self.host)
+        stack = self.host_modes()
         if self.cpu_adam:
             stack.enter_context(deepspeed_cpu_adam_on_meta())
         stack.enter_context(ScalarsOnMeta())  # above the stand-ins: .item() of a host stand-in too
         return stack
+
+    def host_modes(self) -> contextlib.ExitStack:
+        """The host stand-ins (offload on meta)."""
+        stack = contextlib.ExitStack()
+        if self.host is not None and not self.real:
+            stack.enter_context(self.host)
+        return stack
+
+    @contextlib.contextmanager
+    def fetching(self):
+        """While the model's forward runs with ZeRO-3's parameters offloaded: the host stand-ins see only the fetches
+        of host partitions (offload.py ``_fetch``); the model's own ``.cpu()`` and ``device='cpu'`` stay as traced."""
+        if self.host is None or self.real or not self.host.params_offloaded:
+            yield
+            return
+        self.host.fetch_only = True
+        try:
+            with self.host:
+                yield
+        finally:
+            self.host.fetch_only = False
 
     def attach(self, recorder) -> None:
         self.recorder = recorder
@@ -216,9 +271,6 @@ class DeepSpeedRun:
                                 "FusedAdam) is modelled only as DeepSpeedCPUAdam (type Adam or AdamW with "
                                 "offload_optimizer to the CPU): remove it; memgraph's --optimizer is then "
                                 "passed to deepspeed.initialize as the Trainer passes its own")
-        if str((self.config.zero.get("offload_param") or {}).get("device", "none")).lower() != "none":
-            raise MemgraphError(f"--deepspeed {self.opts.deepspeed}: zero_optimization.offload_param to the CPU is "
-                                "not modelled yet (ZeRO-3 parameters fetched from the host): set its device to none")
         if offloads_optimizer(self.config.zero):
             if not self.cpu_adam and self.config.config.get("zero_force_ds_cpu_optimizer", True):
                 # deepspeed 0.19.8 runtime/engine.py _configure_optimizer: a client optimizer with ZeRO-Offload
@@ -227,8 +279,13 @@ class DeepSpeedRun:
                                     "optimizer needs \"zero_force_ds_cpu_optimizer\": false in the config (DeepSpeed "
                                     "refuses it otherwise): add that key, or an \"optimizer\" section of type AdamW "
                                     "(DeepSpeedCPUAdam)")
-            if not self.real:
-                self.host = HostStandIns(self.opts.target, self.recorder)
+        # offload_param is ZeRO-3's (deepspeed 0.19.8 runtime/zero/config.py: "Valid only with stage 3"; stage3.py
+        # _configure_offloading); ZeRO-1/2 ignore it
+        params_offloaded = offloads_param(self.config.zero) and self.config.stage == 3
+        if not self.real and (offloads_optimizer(self.config.zero) or params_offloaded):
+            self.host = HostStandIns(self.opts.target, self.recorder)
+            self.host.params_offloaded = params_offloaded
+            self.host.optimizer_offloaded = offloads_optimizer(self.config.zero)
         return _EngineModule(self)
 
     def shard_optimizer(self, optimizer: torch.optim.Optimizer):
@@ -240,14 +297,29 @@ class DeepSpeedRun:
         if self._engine is None:
             import deepspeed
 
-            if self.host is not None and not self.cpu_adam:
+            if self.host is not None and not self.cpu_adam and offloads_optimizer(self.config.zero):
                 self.host.host_step(self._client)
-            with self.scalars():
+            with self.scalars(), initialize_failures(self.opts.deepspeed), self._flatten_host() as flatten:
                 # with an "optimizer" section DeepSpeed builds its own (transformers passes a DummyOptim)
                 client = None if self.cpu_adam else self._client
                 self._engine, *_ = deepspeed.initialize(model=self._model, optimizer=client,
                                                         config=self.config.config)
+            if flatten is not None and flatten.peak_host_bytes:
+                self._flatten_note = (
+                    f"DeepSpeed flattened the 16-bit parameter groups through host memory (peak "
+                    f"{flatten.peak_host_bytes:,} B there): the flat buffer did not fit in the target GPU's free "
+                    "memory at initialize, so ZeRO-1/2 moved the weights to the host, flattened them there and copied "
+                    "the buffer back (deepspeed 0.19.8 stage_1_and_2.py, flatten_on_accelerator false)")
         return self._engine
+
+    def _flatten_host(self):
+        """Host stand-ins while ``deepspeed.initialize`` runs on the cuda target without an offload: ZeRO-1/2 flattens
+        a 16-bit group whose buffer does not fit in the GPU's free memory on the host (``param.data.cpu()``, the flat
+        buffer made there, ``.to(device)``): that host memory is not the device's. Nothing else in ``initialize``
+        makes host tensors of any size."""
+        if self.real or self.host is not None or self.opts.target != "cuda" or self.config.stage not in (1, 2):
+            return contextlib.nullcontext()
+        return HostStandIns(self.opts.target, self.recorder)
 
     def local_optimizer(self, optimizer):
         """The torch optimizer inside DeepSpeed's (its ``state`` holds this rank's partitions' state)."""
@@ -279,6 +351,8 @@ class DeepSpeedRun:
             notes += buffer_notes(self._engine, self.host.is_host if self.host is not None else lambda t: False)
         if self.host is not None:
             notes += self.host.notes()
+        if self._flatten_note:
+            notes.append(self._flatten_note)
         answered = ScalarsOnMeta.answered - self._answered_before
         if answered:
             notes.append(f"DeepSpeed's overflow and gradient-norm checks: {answered} .item() reads "

@@ -468,8 +468,8 @@ class TrainingOptions:
         "`--fsdp-mixed-precision` is assumed, as accelerate's FSDP plugin sets for `mixed_precision: bf16`")
     deepspeed: str | None = option(
         None, "--deepspeed",
-        "a DeepSpeed config (ds_config.json, ZeRO stage 0-3; offload_optimizer to the CPU: its state in host memory, "
-        "a note; offload_param and NVMe refused): the model wrapped by DeepSpeed's own engine "
+        "a DeepSpeed config (ds_config.json, ZeRO stage 0-3; offload_optimizer and ZeRO-3's offload_param to the "
+        "CPU: their host memory a note; NVMe refused): the model wrapped by DeepSpeed's own engine "
         "(`deepspeed.initialize`) on each of `--nproc` ranks, Hugging Face `\"auto\"` values resolved as the "
         "Trainer does (memgraph/ds_engine; needs `pip install memgraph[deepspeed]`)",
         metavar="ds_config.json", default_text="none")
