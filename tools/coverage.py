@@ -129,9 +129,13 @@ def _shrink(cfg, depth: int = 0) -> None:
     if isinstance(kv, int) and kv > 0:
         cfg.num_key_value_heads = KV_HEADS
     if isinstance(getattr(cfg, "head_dim", None), int):
-        cfg.head_dim = HIDDEN // HEADS
+        # multi-head latent attention rotates qk_rope_head_dim channels: DeepSeek-V3's config sets head_dim to it
+        # (configuration_deepseek_v3.py ``self.head_dim = self.qk_rope_head_dim``), which its rotary embedding reads
+        rope = getattr(cfg, "qk_rope_head_dim", None)
+        cfg.head_dim = rope if isinstance(rope, int) and getattr(cfg, "head_dim") == getattr(type(cfg), "qk_rope_head_dim", None) \
+            else HIDDEN // HEADS
     for key in ("hidden_sizes", "depths", "num_heads", "num_attention_heads", "embed_dims", "layer_types",
-                "block_types", "mlp_only_layers"):
+                "block_types", "mlp_layer_types", "mlp_only_layers"):
         cur = getattr(cfg, key, None)
         if isinstance(cur, (list, tuple)) and cur:
             try:
@@ -142,10 +146,15 @@ def _shrink(cfg, depth: int = 0) -> None:
                 elif key in ("num_heads", "num_attention_heads"):
                     setattr(cfg, key, [min(int(v), 2) for v in cur])
                 elif old_layers and len(cur) == old_layers:
-                    setattr(cfg, key, _every_kind(list(cur), LAYERS) if key in ("layer_types", "block_types")
+                    setattr(cfg, key, _every_kind(list(cur), LAYERS) if key in ("layer_types", "block_types", "mlp_layer_types")
                             else list(cur[:LAYERS]))
             except Exception:
                 pass
+    pyramid = [getattr(cfg, k, None) for k in ("patch_sizes", "hidden_sizes", "depths")]
+    if old_layers and all(isinstance(v, (list, tuple)) and len(v) == old_layers for v in pyramid):
+        # a pyramid whose layer count is its stages' (Muse Spark's audio encoder: configuration_muse_spark.py
+        # validate_architecture wants one patch size, width and depth per layer): every stage kept, each tiny
+        cfg.num_hidden_layers = old_layers
     if isinstance(getattr(cfg, "patch_size", None), int) and cfg.patch_size > 8 and getattr(cfg, "image_size", None):
         cfg.patch_size = 8
     pair = getattr(cfg, "image_size", None)
@@ -236,9 +245,11 @@ def _shrink_feature_layers(cfg, vision) -> None:
 QWEN2VL_MROPE_DEFAULT = (16, 24, 24)  # modeling_qwen2_vl.py: rope_parameters.get("mrope_section", [16, 24, 24])
 
 
-# text configs that name no mrope_section while their model reads Qwen2-VL's default (modeling_paddleocr_vl.py:
-# ``config.rope_parameters.get("mrope_section", [16, 24, 24])``)
-MROPE_DEFAULT_READERS = ("paddleocr_vl_text",)
+# text configs that name no mrope_section while their model reads a default of its own: Qwen2-VL's
+# (modeling_paddleocr_vl.py: ``config.rope_parameters.get("mrope_section", [16, 24, 24])``), Ernie 4.5 VL's
+# (modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeTextRotaryEmbedding: ``.get("mrope_section", [22, 22, 20])``; its
+# ``recomposition_frequencies`` stacks the first two sections, h and w, so they must stay equal)
+MROPE_DEFAULT_READERS = {"paddleocr_vl_text": QWEN2VL_MROPE_DEFAULT, "ernie4_5_vl_moe_text": (22, 22, 20)}
 
 
 def _shrink_mrope(cfg) -> None:
@@ -249,9 +260,9 @@ def _shrink_mrope(cfg) -> None:
     for key in ("rope_parameters", "rope_scaling"):
         rope = getattr(cfg, key, None)
         sections = rope.get("mrope_section") if isinstance(rope, dict) else None
-        if sections is None and isinstance(rope, dict) and ("mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ())
-                                                           or getattr(cfg, "model_type", None) in MROPE_DEFAULT_READERS):
-            sections = list(QWEN2VL_MROPE_DEFAULT)  # the model's default when the config has none
+        own = MROPE_DEFAULT_READERS.get(getattr(cfg, "model_type", None))
+        if sections is None and isinstance(rope, dict) and (own or "mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ())):
+            sections = list(own or QWEN2VL_MROPE_DEFAULT)  # the model's default when the config has none
         if not isinstance(sections, list) or not sections or sum(sections) == head_dim // 2:
             continue
         total, half = sum(sections), head_dim // 2
@@ -360,7 +371,11 @@ def _projector_widths(cfg) -> None:
     - Muse Glimmer / Muse Spark ``out_hidden_size``: "output dimension of the vision encoder after patch merging"
       (configuration_muse_glimmer.py), the vision width times ``merge_size ** 2``;
     - Hunyuan-VL, Inkling, Inkling 2 ``vision_config.text_hidden_size``: the text width (configuration_inkling2.py
-      checks ``vision_config.text_hidden_size == text_config.hidden_size``)."""
+      checks ``vision_config.text_hidden_size == text_config.hidden_size``);
+    - Kimi K2.5 ``projection_hidden_size`` (1152, the vision width): its projector's ``pre_norm`` is a
+      ``LayerNorm(projection_hidden_size)`` over the vision tower's output (modeling_kimi_k25.py
+      ``Kimi_K25MultimodalProjection``);
+    - PP-FormulaNet ``vision_config.decoder_hidden_size``: the text decoder's width."""
     vision, text = getattr(cfg, "vision_config", None), getattr(cfg, "text_config", None)
     if vision is None:
         return
@@ -369,6 +384,12 @@ def _projector_widths(cfg) -> None:
         cfg.out_hidden_size = vision.hidden_size * merge * merge
     if text is not None and isinstance(getattr(vision, "text_hidden_size", None), int):
         vision.text_hidden_size = text.hidden_size
+    if text is not None and isinstance(getattr(vision, "decoder_hidden_size", None), int):
+        # PP-FormulaNet: the vision tower's last Linear maps to ``decoder_hidden_size``, the text decoder's d_model,
+        # whose cross-attention reads it (modeling_pp_formulanet.py ``linear_2``, 512 both by default)
+        vision.decoder_hidden_size = text.hidden_size
+    if isinstance(getattr(cfg, "projection_hidden_size", None), int):
+        cfg.projection_hidden_size = vision.hidden_size
 
 
 def _encoder_pooling(cfg) -> None:
@@ -427,6 +448,10 @@ def _audio_output_width(cfg) -> None:
     audio, text = getattr(cfg, "audio_config", None), getattr(cfg, "text_config", None)
     if audio is not None and text is not None and isinstance(getattr(audio, "output_dim", None), int):
         audio.output_dim = text.hidden_size
+    if audio is not None and text is not None and isinstance(getattr(audio, "out_hidden_size", None), int):
+        # Muse Spark: "Width the final projection maps to, i.e. the text model's hidden size"
+        # (configuration_muse_spark.py MuseSparkAudioConfig)
+        audio.out_hidden_size = text.hidden_size
 
 
 def _query_image_token(cfg) -> None:
