@@ -98,6 +98,8 @@ _SIZES = {
     "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     # state-space models
     "state_size": 8, "time_step_rank": 4, "ssm_state_size": 8, "mamba_d_state": 8, "d_state": 8,
+    # vision towers that name their depth so (Qwen2-VL and its successors: configuration_qwen2_vl.py ``depth``)
+    "depth": LAYERS,
     # images
     "image_size": IMAGE_SIZE,
     # perceiver resamplers (Idefics 2: 64 latents per image, each an image token in the prompt)
@@ -263,9 +265,13 @@ def _shrink_mrope(cfg) -> None:
         own = MROPE_DEFAULT_READERS.get(getattr(cfg, "model_type", None))
         if sections is None and isinstance(rope, dict) and (own or "mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ())):
             sections = list(own or QWEN2VL_MROPE_DEFAULT)  # the model's default when the config has none
-        if not isinstance(sections, list) or not sections or sum(sections) == head_dim // 2:
+        # the rotated part of the head only: GLM-4.5V rotates head_dim * partial_rotary_factor channels
+        # (modeling_glm4v_moe.py Glm4vMoeTextRotaryEmbedding: ``dim = int(head_dim * partial_rotary_factor)``)
+        factor = rope.get("partial_rotary_factor", 1.0) if isinstance(rope, dict) else 1.0
+        half = int(head_dim * factor) // 2
+        if not isinstance(sections, list) or not sections or sum(sections) == half:
             continue
-        total, half = sum(sections), head_dim // 2
+        total = sum(sections)
         new = [max(1, v * half // total) for v in sections]
         new[-1] += half - sum(new)
         rope["mrope_section"] = new

@@ -59,6 +59,7 @@ from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.vision_backend import missing_vision_backend
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
 from memgraph.model_spec.patch_grid import is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
@@ -159,6 +160,10 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
             h, w = image_hw(opts.image_size or defaults.get("image_size") or _native_size(cfg.vision_config))
             notes = (describe_tiles(cfg, model_class_for(cfg), h, w),)
     else:
+        missing = missing_vision_backend(cfg)
+        if missing:
+            raise NoImageTextLayout(f"{getattr(cfg, 'model_type', '?')}'s vision tower needs a package memgraph does "
+                                    f"not install ({missing})")
         raise NoImageTextLayout(
             f"no image-text input layout for model_type {getattr(cfg, 'model_type', '?')!r}: configs with a "
             "vision_config of a fixed image_size and an image token id (LLaVA-style) and configs with "
