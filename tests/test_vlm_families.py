@@ -69,6 +69,46 @@ def test_real_cpu_step_within_one_percent(model_type):
     assert abs(row.error_pct) <= 1.0, row
 
 
+def test_inkling2_cells_of_the_padded_image():
+    cfg, b = _batch("inkling2")
+    # cell side = spatial_merge_size 2 x patch_size 20 = 40 px (Inkling2ImageProcessor.size 40x40); a 56-px image
+    # padded to ceil(56 / 40) = 2 x 2 cells: 4 image tokens, pixel_values [4, 40, 40, 3] (channels last)
+    assert (cfg.vision_config.spatial_merge_size, cfg.vision_config.patch_size) == (2, 20)
+    assert b["image_grid_thw"].value().tolist() == [[1, 2, 2]]
+    assert b["pixel_values"].shape == (4, 40, 40, 3)
+    assert int((b["input_ids"].value() == cfg.image_token_id).sum()) == 4
+
+
+def test_inkling2_refuses_video_and_pixel_budget():
+    from memgraph.errors import MemgraphError
+    from memgraph.model_spec.multimodal_inputs import image_text_to_text
+    from memgraph.model_spec.options import TrainingOptions
+
+    cfg, _ = _batch("inkling2")
+    for extra, flag in (({"video_frames": 4}, "--video-frames"), ({"max_pixels": 10 ** 6}, "--max-pixels")):
+        opts = TrainingOptions(batch_size=1, seq_len=64, image_size=56, **extra)
+        with pytest.raises(MemgraphError, match=flag):
+            image_text_to_text(cfg, opts, {}, torch.float32)
+
+
+@pytest.mark.parametrize("model_type", ["gemma3n", "fast_vlm", "perception_lm"])
+def test_timm_vision_towers_name_the_package(model_type):
+    import importlib.util
+
+    from memgraph.model_spec.vision_backend import missing_vision_backend
+
+    if importlib.util.find_spec("timm") is not None:
+        pytest.skip("timm is installed here")
+    from tools.coverage import tiny_config
+
+    try:
+        cfg = tiny_config(model_type)
+    except Exception:
+        pytest.skip(f"transformers has no {model_type}")
+    # AutoModel maps their vision configs to TimmWrapperModel, whose constructor requires_backends vision and timm
+    assert "timm" in missing_vision_backend(cfg).split("requires ", 1)[1]
+
+
 def test_vision_prefix_layouts():
     # GIT: no image token, one 32-px image beside 64 text tokens; labels are the text (the model prepends the image)
     cfg, b = _batch("git")

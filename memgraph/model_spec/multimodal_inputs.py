@@ -55,6 +55,7 @@ import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.anyres import describe as describe_tiles, is_anyres
+from memgraph.model_spec.cell_grid import cell_grid, cell_shape, is_cell_grid
 from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is_cross_attention
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
@@ -480,9 +481,16 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     size = opts.image_size or defaults.get("image_size")
     if size is None:
         raise MemgraphError("no default image size for this model: pass --image-size N or HxW")
-    budget = pixel_budget(opts, defaults)
-    gh, gw, per_image = qwen2_vl_grid(cfg, size, budget.min_pixels, budget.max_pixels)
     frames = getattr(opts, "video_frames", None)
+    cells = is_cell_grid(cfg)
+    if cells:  # cell_grid.py: padded to whole cells, no resize, no pixel budget, no video processor
+        refuse_pixel_flags(opts, cfg.model_type)
+        if frames:
+            raise MemgraphError(f"--video-frames: {cfg.model_type}'s processor takes images only: drop --video-frames")
+        gh, gw, per_image = cell_grid(cfg, *image_hw(size))
+    else:
+        budget = pixel_budget(opts, defaults)
+        gh, gw, per_image = qwen2_vl_grid(cfg, size, budget.min_pixels, budget.max_pixels)
     b, seq = opts.batch_size, _seq(opts, defaults)
     n = opts.images if opts.images else (0 if frames else _images(opts, defaults))
     video = qwen2_vl_video_grid(cfg, size, frames) if frames else None
@@ -517,7 +525,9 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     labels = ids.masked_fill(vision_tokens, IGNORE_INDEX)
     channels = getattr(v, "in_channels", None) or getattr(v, "in_chans", 3)
     qwen = hasattr(v, "spatial_merge_size") and hasattr(v, "temporal_patch_size")
-    if qwen:
+    if cells:
+        row = cell_shape(cfg)
+    elif qwen:
         row = (channels * temporal_of(v) * _one(v.patch_size) ** 2,)
     else:  # patch_grid.py: the row its patch embedding reads
         row = patch_row_shape(cfg, model_class_for(cfg))
