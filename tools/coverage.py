@@ -113,6 +113,7 @@ def _shrink(cfg, depth: int = 0) -> None:
     """Shrink ``cfg`` (a PretrainedConfig) and its sub-configs in place."""
     from transformers import PretrainedConfig
 
+    per_layer = _per_layer_overrides(cfg)  # heterogeneous configs: read before the shrink, re-applied after it
     before = {k: getattr(cfg, k, None) for k in ("num_hidden_layers", "n_layer", "num_layers")}
     old_layers = next((v for v in before.values() if isinstance(v, int)), None)
     aliases = getattr(cfg, "attribute_map", {}) or {}
@@ -179,6 +180,8 @@ def _shrink(cfg, depth: int = 0) -> None:
     if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "pad_token_id", -1) is None:
         cfg.pad_token_id = cfg.decoder_start_token_id  # shift_tokens_right needs one (Moonshine's config has none)
     _shrink_layer_lists(cfg)
+    if per_layer is not None:
+        _reapply_per_layer(cfg, *per_layer)
     for key, value in list(vars(cfg).items()):
         if isinstance(value, PretrainedConfig) and depth < 3:
             _shrink(value, depth + 1)
@@ -200,6 +203,41 @@ def _shrink(cfg, depth: int = 0) -> None:
         if isinstance(getattr(qformer, "encoder_hidden_size", None), int) and isinstance(getattr(vision, "hidden_size", None), int):
             qformer.encoder_hidden_size = vision.hidden_size  # the Q-Former cross-attends to the vision tower's output
         _shrink_feature_layers(cfg, vision)
+
+
+def _per_layer_overrides(cfg):
+    """A heterogeneous config's per-layer values (transformers 5.23 integrations/heterogeneity: Gemma 4's
+    full-attention layers take ``head_dim`` 512 beside the global 256; reading such an attribute globally raises
+    AmbiguousGlobalPerLayerAttributeError): (the overrides per layer, the layer types, the global values), read
+    through the public ``per_layer_config`` / ``per_layer_attributes``; global access then allowed for the shrink.
+    None for a homogeneous config (and on transformers without heterogeneous configs)."""
+    if not getattr(cfg, "is_heterogeneous", False):
+        return None
+    attrs = sorted(cfg.per_layer_attributes or ())
+    layers = [cfg.per_layer_config[i] for i in range(cfg.num_hidden_layers)]
+    cfg.allow_global_per_layer_attribute_access = True
+    glob = {a: getattr(cfg, a, None) for a in attrs}
+    overrides = [{a: getattr(layer, a) for a in attrs if getattr(layer, a) != glob[a]} for layer in layers]
+    return overrides, list(getattr(cfg, "layer_types", None) or []), glob
+
+
+def _reapply_per_layer(cfg, overrides: list, old_types: list, glob: dict) -> None:
+    """The per-layer overrides on the shrunk layers: each new layer takes those of the first old layer of its
+    type (Gemma 4: the full-attention layers'), a larger ``head_dim`` scaled with the global one (512 / 256 x the
+    tiny 16 = 32), any other attribute the shrunk global value (so the tiny model keeps the heterogeneous head
+    size and drops the rest)."""
+    types = list(getattr(cfg, "layer_types", None) or [])
+    new = {}
+    for i in range(cfg.num_hidden_layers):
+        src = old_types.index(types[i]) if types and old_types and types[i] in old_types else i
+        over = {}
+        for key, value in (overrides[src] if src < len(overrides) else {}).items():
+            if key == "head_dim" and isinstance(value, int) and isinstance(glob.get(key), int) and glob[key]:
+                over[key] = max(1, cfg.head_dim * value // glob[key])
+        if over:
+            new[i] = over
+    cfg.allow_global_per_layer_attribute_access = False
+    cfg.per_layer_config = new or None
 
 
 def _shrink_pinpoints(cfg, vision) -> None:
