@@ -98,6 +98,9 @@ _SIZES = {
     "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     # state-space models
     "state_size": 8, "time_step_rank": 4, "ssm_state_size": 8, "mamba_d_state": 8, "d_state": 8,
+    # per-layer input embeddings (Gemma 3n / Gemma 4: a [vocab_size_per_layer_input, layers x 256] table, 134 M
+    # values at the class defaults' 262144 rows)
+    "vocab_size_per_layer_input": VOCAB,
     # vision towers that name their depth so (Qwen2-VL and its successors: configuration_qwen2_vl.py ``depth``)
     "depth": LAYERS,
     # images
@@ -105,7 +108,7 @@ _SIZES = {
     # perceiver resamplers (Idefics 2: 64 latents per image, each an image token in the prompt)
     "resampler_n_latents": 8,
 }
-_SMALLER_ONLY = {"resampler_n_latents", "num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts", "image_size", "num_experts",
+_SMALLER_ONLY = {"resampler_n_latents", "vocab_size_per_layer_input", "num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts", "image_size", "num_experts",
                  "num_local_experts", "n_routed_experts"}
 
 
@@ -392,11 +395,17 @@ def _remap_tokens(cfg, vocab: int, others=()) -> None:
             setattr(cfg, key, new)
 
 
-def tiny_config(model_type: str):
-    """The config class's defaults for ``model_type``, shrunk (see :data:`_SIZES`); never downloaded."""
+def tiny_config(model_type: str, with_vision: bool = False):
+    """The config class's defaults for ``model_type``, shrunk (see :data:`_SIZES`); never downloaded.
+    ``with_vision``: an optional vision sub-config the defaults leave out (Gemma 4: ``SubConfigSpec(...,
+    optional=True)``, None by default; its released checkpoints carry one) is filled with its class's defaults, as
+    the config's own docstring example builds it (``Gemma4Config(text_config, vision_config, audio_config)``)."""
     from transformers import AutoConfig
 
     cfg = AutoConfig.for_model(model_type)
+    vision_class = (getattr(cfg, "sub_configs", None) or {}).get("vision_config")
+    if with_vision and getattr(cfg, "vision_config", 0) is None and vision_class is not None:
+        cfg.vision_config = vision_class()
     _query_image_token(cfg)
     _voxtral_audio_token(cfg)
     _omni_vision_tokens(cfg)
@@ -541,7 +550,7 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
     from memgraph.model_spec.options import TrainingOptions
     from memgraph.model_spec.sources import ModelSpec
 
-    cfg = tiny_config(model_type)
+    cfg = tiny_config(model_type, with_vision=task == "image-text-to-text")
     kw = dict(batch_size=BATCH, seq_len=SEQ_LEN, target="cpu", optimizer="adamw")
     mtask = {"sequence-classification": "custom-named"}.get(task, task)
     if task == "speech-seq2seq":  # audio-language models among the speech classes: their own recipe
@@ -566,7 +575,11 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         # (min_pixels 56*56, smart_resize), a 4x4 grid of 14-px patches, 4 visual tokens after the 2x2 merge
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout == "query-video" else 1,
-                  image_size=56 if layout == "grid" else None)
+                  image_size=56 if layout in ("grid", "soft") else None)
+        if layout == "soft":  # Gemma 4 resizes a 56-px image up into its patch budget: its soft tokens, then text
+            from memgraph.model_spec.soft_token_patches import soft_tokens
+
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + soft_tokens(cfg, 56, 56)
         if layout == "prefix" and isinstance(getattr(cfg, "latent_query_num", None), int):  # Kosmos-2's latents
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + cfg.latent_query_num
         if layout == "query-video":  # 4 frames x num_query_tokens video tokens, then the usual text

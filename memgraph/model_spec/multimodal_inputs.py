@@ -60,6 +60,8 @@ from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.soft_token_patches import is_soft_token_patches, soft_tokens
+from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
 from memgraph.model_spec.patch_grid import is_patch_grid, merge_of, patch_row_shape, temporal_of
@@ -155,6 +157,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _qwen2_vl(cfg, opts, defaults, dtype, audio)
     elif layout == "prefix":
         inputs = _prefix(cfg, opts, defaults, dtype)
+    elif layout == "soft":
+        inputs = _soft_tokens(cfg, opts, defaults, dtype)
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
         if is_anyres(cfg):
@@ -191,6 +195,8 @@ def layout_of(cfg) -> str | None:
     if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
             and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"
+    if is_soft_token_patches(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
+        return "soft"  # Gemma 4: patches in a fixed budget, pooled (soft_token_patches.py)
     if is_patch_grid(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"  # the same layout, its sizes named otherwise (patch_grid.py)
     if _native_size(vision) is not None and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
@@ -356,6 +362,46 @@ def _prefix(cfg, opts, defaults, dtype) -> list[InputSpec]:
     ids, _ = sample_text_ids(cfg, b, seq)
     return vision_prefix_inputs(cfg, model_class_for(cfg), b, seq, _images(opts, defaults), native, dtype, ids,
                                 _known, ImageInput)
+
+
+def _soft_tokens(cfg, opts, defaults, dtype) -> list[InputSpec]:
+    """Gemma 4 (soft_token_patches.py): per image ``<boi> <image> * T <eoi>`` after BOS, then text;
+    ``pixel_values`` ``[B*N, max_patches, p*p*C]``, ``image_position_ids``, ``mm_token_type_ids`` 1 on the
+    image tokens."""
+    size = opts.image_size or defaults.get("image_size")
+    if size is None:
+        raise MemgraphError(f"no default image size for this {cfg.model_type} model (its processor resizes any image "
+                            "into its patch budget): pass --image-size N or HxW")
+    h, w = image_hw(size)
+    b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
+    per_image = soft_tokens(cfg, h, w)
+    need = 1 + n * (per_image + 2)
+    if seq < need:
+        raise _too_short(seq, need, f"{n} image(s) of {per_image} soft tokens")
+    ids, _ = sample_text_ids(cfg, b, seq)
+    text = cfg.get_text_config()
+    bos = getattr(text, "bos_token_id", None)
+    ids[:, 0] = bos if isinstance(bos, int) else ids[:, 0]
+    image = torch.zeros(b, seq, dtype=torch.bool)
+    special = torch.zeros(b, seq, dtype=torch.bool)
+    boi, eoi = _token(cfg, "boi_token_id"), _token(cfg, "eoi_token_id")
+    pos = 1
+    for _ in range(n):
+        ids[:, pos] = boi if boi is not None else ids[:, pos]
+        image[:, pos + 1:pos + 1 + per_image] = True
+        ids[:, pos + 1 + per_image] = eoi if eoi is not None else ids[:, pos + 1 + per_image]
+        special[:, pos:pos + per_image + 2] = True
+        pos += per_image + 2
+    ids[image] = _token(cfg, "image_token_id")
+    pixels, positions = soft_patch_inputs(cfg, b * n, h, w, dtype)
+    return [
+        _known("input_ids", ids),
+        ImageInput("pixel_values", pixels, dtype),
+        _known("image_position_ids", positions),
+        _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
+        _known("mm_token_type_ids", image.to(LONG)),
+        _known("labels", ids.masked_fill(special, IGNORE_INDEX)),
+    ]
 
 
 def _qformer_text(cfg, b: int, text_tokens: int, gen) -> list[InputSpec]:
