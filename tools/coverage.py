@@ -94,6 +94,8 @@ _SIZES = {
     # experts
     "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
     "n_shared_experts": 1, "moe_topk": 2, "top_k": 2,
+    # sparse-attention indexers (DeepSeek-V3.2-style DSA: GLM-5, Mistral Large 4)
+    "index_n_heads": HEADS, "index_head_dim": HIDDEN // HEADS,
     # multi-head latent attention (DeepSeek)
     "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     # state-space models
@@ -133,7 +135,11 @@ def _shrink(cfg, depth: int = 0) -> None:
                 pass
     kv = getattr(cfg, "num_key_value_heads", None)
     if isinstance(kv, int) and kv > 0:
-        cfg.num_key_value_heads = KV_HEADS
+        # multi-head latent attention expands its latent into a key per head: released MLA configs name as many
+        # key/value heads as heads (DeepSeek-V3 128/128, Mistral Large 4), and Mistral Large 4's attention repeats
+        # the expanded keys by heads // key-value heads (modeling_mistral_large4.py num_key_value_groups)
+        mla = isinstance(getattr(cfg, "kv_lora_rank", None), int) and isinstance(getattr(cfg, "num_attention_heads", None), int)
+        cfg.num_key_value_heads = cfg.num_attention_heads if mla else KV_HEADS
     if isinstance(getattr(cfg, "head_dim", None), int):
         # multi-head latent attention rotates qk_rope_head_dim channels: DeepSeek-V3's config sets head_dim to it
         # (configuration_deepseek_v3.py ``self.head_dim = self.qk_rope_head_dim``), which its rotary embedding reads
@@ -141,7 +147,7 @@ def _shrink(cfg, depth: int = 0) -> None:
         cfg.head_dim = rope if isinstance(rope, int) and getattr(cfg, "head_dim") == getattr(type(cfg), "qk_rope_head_dim", None) \
             else HIDDEN // HEADS
     for key in ("hidden_sizes", "depths", "num_heads", "num_attention_heads", "embed_dims", "layer_types",
-                "block_types", "mlp_layer_types", "mlp_only_layers"):
+                "block_types", "mlp_layer_types", "mlp_only_layers", "kv_source_layers"):
         cur = getattr(cfg, key, None)
         if isinstance(cur, (list, tuple)) and cur:
             try:
@@ -441,6 +447,29 @@ def _projector_widths(cfg) -> None:
         # PP-FormulaNet: the vision tower's last Linear maps to ``decoder_hidden_size``, the text decoder's d_model,
         # whose cross-attention reads it (modeling_pp_formulanet.py ``linear_2``, 512 both by default)
         vision.decoder_hidden_size = text.hidden_size
+    if text is not None and isinstance(getattr(cfg, "merged_hidden_size", None), int):
+        # MiniMax-M3-VL derives it in __post_init__ (configuration_minimax_m3_vl.py: text hidden x merge^2), before
+        # the shrink; its projector width (6144) shrunk too
+        cfg.merged_hidden_size = text.hidden_size * vision.spatial_merge_size ** 2
+        if isinstance(getattr(cfg, "projector_hidden_size", None), int):
+            cfg.projector_hidden_size = HIDDEN
+    adapter = getattr(cfg, "adapter_config", None)
+    chosen = getattr(adapter, "vision_feature_layer", None)
+    if isinstance(chosen, list) and isinstance(getattr(vision, "num_hidden_layers", None), int):
+        # Molmo 2's adapter pools ViT layers [24, 18], which must index the shrunk tower (configuration_molmo2.py
+        # validate_architecture); folded into range, order kept; its text width is the text model's
+        n = vision.num_hidden_layers
+        adapter.vision_feature_layer = [max(-n, min(n - 1, int(v))) for v in chosen]
+        if text is not None and isinstance(getattr(adapter, "text_hidden_size", None), int):
+            adapter.text_hidden_size = text.hidden_size
+    ratio = getattr(vision, "pixel_shuffle_ratio", None)
+    if isinstance(ratio, float) and isinstance(getattr(vision, "projector_input_dim", None), int):
+        # Llama 4: the pixel shuffle turns hidden_size channels into hidden / ratio^2, which the projector MLP's
+        # fc1 reads as intermediate_size (modeling_llama4.py Llama4VisionMLP2); its output (projector_output_dim)
+        # is what the multimodal projector reads as vision_output_dim (the released Scout config: 1408 x 4 = 5632,
+        # 4096 / 4096 / 4096; the class defaults, 768 / 5632 / 7680, do not fit together)
+        vision.intermediate_size = int(vision.hidden_size / ratio ** 2)
+        vision.projector_input_dim = vision.projector_output_dim = vision.vision_output_dim = vision.hidden_size
     if isinstance(getattr(cfg, "projection_hidden_size", None), int):
         cfg.projection_hidden_size = vision.hidden_size
 

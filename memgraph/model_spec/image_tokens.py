@@ -154,8 +154,9 @@ def _mistral3(cfg, height: int, width: int) -> ImageProbe:
 # trace from ImageInput's declared no-zero fact), so their count is the processor's own rule, from the file
 # named in each rule.
 FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2,
-                # reads image_sizes back on the model's device
-                "mistral3": _mistral3}
+                # reads image_sizes back on the model's device (Mistral Large 4: the same split,
+                # modeling_mistral_large4.py get_image_features)
+                "mistral3": _mistral3, "mistral_large4": _mistral3}
 
 
 def feature_rows(out, hidden: int, what: str) -> int:
