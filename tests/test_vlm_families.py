@@ -1,6 +1,6 @@
-"""Issue 26's image-text families: base-model image features (DeepSeek-VL, Janus) and patch-grid models that name
-their sizes otherwise (patch_grid.py): input shapes by hand (fast), and the real CPU step against the prediction
-(slow)."""
+"""Issue 26's image-text families: base-model image features (DeepSeek-VL, Janus), patch-grid models that name
+their sizes otherwise (patch_grid.py), Inkling 2's cells (cell_grid.py), Gemma 4's soft tokens
+(soft_token_patches.py): input shapes by hand (fast), and the real CPU step against the prediction (slow)."""
 
 import pytest
 import torch
@@ -54,11 +54,14 @@ def test_image_features_of_the_base_model(model_type):
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["deepseek_vl", "janus", "cosmos3_edge", "git", "blip", "kosmos-2", "mistral3",
                                         "muse_glimmer",
-                                        "t5gemma2", "paddleocr_vl"])
+                                        "t5gemma2", "paddleocr_vl",
+                                        # the tiny configs fixed in tools/coverage.py, and the new layouts
+                                        "ernie4_5_vl_moe", "kimi_k25", "muse_spark", "pp_formulanet", "glm4v_moe",
+                                        "llama4", "minimax_m3_vl", "mistral_large4", "inkling2", "gemma4"])
 def test_real_cpu_step_within_one_percent(model_type):
     """Measured for real on the CPU allocator and analysed for the cpu target; 1%: the coverage sweep's tolerance
     (measured -0.123%, -0.001%, -0.007%, -0.078%, -0.100%, -0.002%, -0.117%, -0.001%, -0.071%,
-    -0.123%)."""
+    -0.123%; then -0.001%, -0.043%, -0.000%, -0.001%, -0.101%, -0.055%, -0.009%, -0.086%, -0.003%, -0.048%)."""
     from tools.coverage import architectures, run_one
 
     rows = [run_one(*a) for a in architectures(["image-text-to-text"], model_type)]
@@ -107,6 +110,29 @@ def test_timm_vision_towers_name_the_package(model_type):
         pytest.skip(f"transformers has no {model_type}")
     # AutoModel maps their vision configs to TimmWrapperModel, whose constructor requires_backends vision and timm
     assert "timm" in missing_vision_backend(cfg).split("requires ", 1)[1]
+
+
+def test_gemma4_soft_tokens_of_its_patch_budget():
+    from tools.coverage import _spec_and_options
+
+    try:
+        spec, opts = _spec_and_options("image-text-to-text", "gemma4", "")
+    except Exception:
+        pytest.skip("transformers has no gemma4")
+    cfg = spec.config
+    b = {i.name: i for i in spec.batch(opts, torch.float32).inputs}
+    # patch 16, pooling 3, max_soft_tokens 280: max_patches 280 * 9 = 2520; a 56-px image scaled by
+    # sqrt(2520 * 16^2 / 56^2) = 14.34 to 803 px, rounded down to a multiple of 48: 768; 48 x 48 = 2304 patches,
+    # 2304 / 9 = 256 soft tokens; the sweep's 64 text tokens beside them
+    assert (cfg.vision_config.patch_size, cfg.vision_config.pooling_kernel_size) == (16, 3)
+    assert b["pixel_values"].shape == (1, 2520, 16 * 16 * 3) and b["input_ids"].shape == (1, 64 + 256)
+    ids = b["input_ids"].value()
+    assert int((ids == cfg.image_token_id).sum()) == 256
+    assert ids[0, 1] == cfg.boi_token_id and ids[0, 258] == cfg.eoi_token_id
+    pos = b["image_position_ids"].value()[0]
+    assert pos[0].tolist() == [0, 0] and pos[1].tolist() == [1, 0] and pos[48].tolist() == [0, 1]
+    assert (pos[2304:] == -1).all() and (pos[:2304] >= 0).all()
+    assert torch.equal(b["mm_token_type_ids"].value()[0].bool(), ids[0] == cfg.image_token_id)
 
 
 def test_vision_prefix_layouts():
