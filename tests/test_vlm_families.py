@@ -57,7 +57,7 @@ def test_image_features_of_the_base_model(model_type):
                                         "t5gemma2", "paddleocr_vl",
                                         # the tiny configs fixed in tools/coverage.py, and the new layouts
                                         "ernie4_5_vl_moe", "kimi_k25", "muse_spark", "pp_formulanet", "glm4v_moe",
-                                        "llama4", "minimax_m3_vl", "mistral_large4", "inkling2", "gemma4"])
+                                        "llama4", "minimax_m3_vl", "mistral_large4", "inkling2", "gemma4", "fuyu"])
 def test_real_cpu_step_within_one_percent(model_type):
     """Measured for real on the CPU allocator and analysed for the cpu target; 1%: the coverage sweep's tolerance
     (measured -0.123%, -0.001%, -0.007%, -0.078%, -0.100%, -0.002%, -0.117%, -0.001%, -0.071%,
@@ -133,6 +133,25 @@ def test_gemma4_soft_tokens_of_its_patch_budget():
     assert pos[0].tolist() == [0, 0] and pos[1].tolist() == [1, 0] and pos[48].tolist() == [0, 1]
     assert (pos[2304:] == -1).all() and (pos[:2304] >= 0).all()
     assert torch.equal(b["mm_token_type_ids"].value()[0].bool(), ids[0] == cfg.image_token_id)
+
+
+def test_fuyu_patch_rows():
+    from types import SimpleNamespace
+
+    from memgraph.model_spec.patch_row_inputs import patch_grid
+
+    cfg, b = _batch("fuyu")
+    # 32-px image (the tiny config's image_size), patch 8: 4 rows of 4 patches, each row ended by a newline, then
+    # <s>: 4 * (4 + 1) + 1 = 21 positions, 16 image tokens; pixel_values [16, 8 * 8 * 3]
+    assert cfg.patch_size == 8
+    assert b["pixel_values"].shape == (16, 192)
+    ids = b["input_ids"].value()[0]
+    assert int((ids == cfg.image_token_id).sum()) == 16 and ids[20] == cfg.text_config.bos_token_id
+    assert (b["labels"].value()[0, :21] == -100).all() and (b["labels"].value()[0, 21:] != -100).all()
+    # the processor shrinks to fit 1080 x 1920: 2160 x 1920 by min(0.5, 1.0) to 1080 x 960, 36 x 32 patches of 30 px;
+    # 100 x 95 px is kept and cropped to whole patches: ceil(100 / 30) = 4 x ceil(95 / 30) = 4
+    fuyu = SimpleNamespace(patch_size=30)
+    assert patch_grid(fuyu, 2160, 1920) == (36, 32) and patch_grid(fuyu, 100, 95) == (4, 4)
 
 
 def test_vision_prefix_layouts():

@@ -60,6 +60,9 @@ from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is
 from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.patch_row_inputs import is_patch_rows
+from memgraph.model_spec.patch_row_inputs import patch_grid as fuyu_grid
+from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.soft_token_patches import is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
@@ -157,6 +160,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _qwen2_vl(cfg, opts, defaults, dtype, audio)
     elif layout == "prefix":
         inputs = _prefix(cfg, opts, defaults, dtype)
+    elif layout == "patch-rows":
+        inputs = _patch_rows(cfg, opts, defaults, dtype)
     elif layout == "soft":
         inputs = _soft_tokens(cfg, opts, defaults, dtype)
     elif layout == "fixed":
@@ -184,6 +189,8 @@ def layout_of(cfg) -> str | None:
     ``"fixed"``: a vision config with an ``image_size`` and an image token id in the config (LLaVA and the
     models whose processor resizes every image to that size); ``"prefix"``: a fixed-size tower and no image token
     (vision_prefix_inputs.py); else None."""
+    if is_patch_rows(cfg):
+        return "patch-rows"  # Fuyu: no vision tower, raw patches (patch_row_inputs.py)
     vision = vision_of(cfg)
     if vision is None:
         return None
@@ -362,6 +369,38 @@ def _prefix(cfg, opts, defaults, dtype) -> list[InputSpec]:
     ids, _ = sample_text_ids(cfg, b, seq)
     return vision_prefix_inputs(cfg, model_class_for(cfg), b, seq, _images(opts, defaults), native, dtype, ids,
                                 _known, ImageInput)
+
+
+def _patch_rows(cfg, opts, defaults, dtype) -> list[InputSpec]:
+    """Fuyu (patch_row_inputs.py): per image, ``rows`` x (``cols`` image tokens, a newline), ``<s>``, then text;
+    ``pixel_values`` ``[B*N*rows*cols, p*p*C]``; labels ignore the image, its newlines and ``<s>``."""
+    h, w = image_hw(opts.image_size or defaults.get("image_size") or cfg.image_size)
+    b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
+    rows, cols = fuyu_grid(cfg, h, w)
+    per_image = fuyu_tokens(cfg, h, w)
+    if seq < n * per_image + 1:
+        raise _too_short(seq, n * per_image + 1, f"{n} image(s) of {rows} x {cols} patches")
+    ids, _ = sample_text_ids(cfg, b, seq)
+    image = torch.zeros(b, seq, dtype=torch.bool)
+    prefix = torch.zeros(b, seq, dtype=torch.bool)
+    bos = _token(cfg, "bos_token_id")  # the text config's (FuyuConfig names none of its own)
+    pos = 0
+    for _ in range(n):
+        for r in range(rows):
+            image[:, pos:pos + cols] = True  # then one newline token (ordinary text id here)
+            pos += cols + 1
+        ids[:, pos] = bos if isinstance(bos, int) else ids[:, pos]
+        pos += 1
+    prefix[:, :pos] = True
+    ids[image] = cfg.image_token_id
+    channels = getattr(cfg, "num_channels", None) or 3
+    p = int(cfg.patch_size)
+    return [
+        _known("input_ids", ids),
+        ImageInput("pixel_values", (b * n * rows * cols, p * p * channels), dtype),
+        _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
+        _known("labels", ids.masked_fill(prefix, IGNORE_INDEX)),
+    ]
 
 
 def _soft_tokens(cfg, opts, defaults, dtype) -> list[InputSpec]:
