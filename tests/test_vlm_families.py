@@ -57,7 +57,7 @@ def test_image_features_of_the_base_model(model_type):
                                         "t5gemma2", "paddleocr_vl",
                                         # the tiny configs fixed in tools/coverage.py, and the new layouts
                                         "ernie4_5_vl_moe", "kimi_k25", "muse_spark", "pp_formulanet", "glm4v_moe",
-                                        "llama4", "minimax_m3_vl", "mistral_large4", "inkling2", "gemma4", "fuyu"])
+                                        "llama4", "minimax_m3_vl", "mistral_large4", "inkling2", "gemma4", "fuyu", "hunyuan_vl"])
 def test_real_cpu_step_within_one_percent(model_type):
     """Measured for real on the CPU allocator and analysed for the cpu target; 1%: the coverage sweep's tolerance
     (measured -0.123%, -0.001%, -0.007%, -0.078%, -0.100%, -0.002%, -0.117%, -0.001%, -0.071%,
@@ -152,6 +152,14 @@ def test_fuyu_patch_rows():
     # 100 x 95 px is kept and cropped to whole patches: ceil(100 / 30) = 4 x ceil(95 / 30) = 4
     fuyu = SimpleNamespace(patch_size=30)
     assert patch_grid(fuyu, 2160, 1920) == (36, 32) and patch_grid(fuyu, 100, 95) == (4, 4)
+
+
+def test_hunyuan_vl_tokens_per_merged_row():
+    cfg, b = _batch("hunyuan_vl")
+    # 56 px, patch 16, merge 2: smart_resize to 64, a 4 x 4 grid; HunYuan's processor: (4 / 2) * (4 / 2 + 1) + 2 = 8
+    # image tokens (Qwen2-VL's rule would give 16 / 4 = 4)
+    assert b["image_grid_thw"].value().tolist() == [[1, 4, 4]] and b["pixel_values"].shape == (16, 768)
+    assert int((b["input_ids"].value() == cfg.image_token_id).sum()) == 8
 
 
 def test_vision_prefix_layouts():

@@ -140,6 +140,10 @@ def _shrink(cfg, depth: int = 0) -> None:
         # the expanded keys by heads // key-value heads (modeling_mistral_large4.py num_key_value_groups)
         mla = isinstance(getattr(cfg, "kv_lora_rank", None), int) and isinstance(getattr(cfg, "num_attention_heads", None), int)
         cfg.num_key_value_heads = cfg.num_attention_heads if mla else KV_HEADS
+    if "head_dim" in vars(cfg) and cfg.head_dim is None and isinstance(getattr(cfg, "num_attention_heads", None), int):
+        # HunYuan-VL's attention reads ``getattr(config, "head_dim", hidden // heads)`` (modeling_hunyuan_vl.py), the
+        # class default None included: the value the others derive from None
+        cfg.head_dim = HIDDEN // HEADS
     if isinstance(getattr(cfg, "head_dim", None), int):
         # multi-head latent attention rotates qk_rope_head_dim channels: DeepSeek-V3's config sets head_dim to it
         # (configuration_deepseek_v3.py ``self.head_dim = self.qk_rope_head_dim``), which its rotary embedding reads

@@ -67,7 +67,7 @@ from memgraph.model_spec.soft_token_patches import is_soft_token_patches, soft_t
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
-from memgraph.model_spec.patch_grid import is_patch_grid, merge_of, patch_row_shape, temporal_of
+from memgraph.model_spec.patch_grid import grid_tokens, is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
 
 LONG = torch.int64
@@ -537,7 +537,7 @@ def qwen2_vl_grid(cfg, size, min_pixels: int = QWEN2VL_MIN_PIXELS,
     patch, merge = _one(v.patch_size), merge_of(v)
     h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=min_pixels, max_pixels=max_pixels)
     gh, gw = h // patch, w // patch
-    return gh, gw, gh * gw // (merge * merge)
+    return gh, gw, grid_tokens(cfg, gh, gw, merge)
 
 
 def _one(v) -> int:
