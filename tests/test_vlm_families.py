@@ -57,7 +57,8 @@ def test_image_features_of_the_base_model(model_type):
                                         "t5gemma2", "paddleocr_vl",
                                         # the tiny configs fixed in tools/coverage.py, and the new layouts
                                         "ernie4_5_vl_moe", "kimi_k25", "muse_spark", "pp_formulanet", "glm4v_moe",
-                                        "llama4", "minimax_m3_vl", "mistral_large4", "inkling2", "gemma4", "fuyu", "hunyuan_vl"])
+                                        "llama4", "minimax_m3_vl", "mistral_large4", "inkling2", "gemma4", "fuyu", "hunyuan_vl",
+                                        "deepseek_vl_hybrid"])
 def test_real_cpu_step_within_one_percent(model_type):
     """Measured for real on the CPU allocator and analysed for the cpu target; 1%: the coverage sweep's tolerance
     (measured -0.123%, -0.001%, -0.007%, -0.078%, -0.100%, -0.002%, -0.117%, -0.001%, -0.071%,
@@ -160,6 +161,15 @@ def test_hunyuan_vl_tokens_per_merged_row():
     # image tokens (Qwen2-VL's rule would give 16 / 4 = 4)
     assert b["image_grid_thw"].value().tolist() == [[1, 4, 4]] and b["pixel_values"].shape == (16, 768)
     assert int((b["input_ids"].value() == cfg.image_token_id).sum()) == 8
+
+
+def test_deepseek_vl_hybrid_high_res_input():
+    cfg, b = _batch("deepseek_vl_hybrid")
+    # each image twice: the 32-px low-res tower's input and the SAM tower's (its image_size, 32 in the tiny config;
+    # 1024 released); (32 / 8)^2 = 16 image tokens from the low-res grid
+    assert cfg.high_res_vision_config.image_size == 32
+    assert b["pixel_values"].shape == (1, 3, 32, 32) and b["high_res_pixel_values"].shape == (1, 3, 32, 32)
+    assert int((b["input_ids"].value() == cfg.image_token_id).sum()) == 16
 
 
 def test_vision_prefix_layouts():

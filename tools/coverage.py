@@ -281,6 +281,11 @@ def _shrink_layer_lists(cfg) -> None:
     cross = getattr(cfg, "cross_attention_layers", None)
     if isinstance(cross, list) and cross:
         cfg.cross_attention_layers = sorted({min(int(v), layers - 1) for v in cross})
+    glob = getattr(cfg, "global_attn_indexes", None)
+    if isinstance(glob, (list, tuple)) and glob:
+        # SAM's global-attention layers [2, 5, 8, 11]; DeepSeek-VL-Hybrid reads the first one's hidden state
+        # (modeling_deepseek_vl_hybrid.py ``global_attn_indexes[0]``)
+        cfg.global_attn_indexes = type(glob)(sorted({min(int(v), layers - 1) for v in glob}))
     if isinstance(getattr(cfg, "num_global_layers", None), int):
         cfg.num_global_layers = min(cfg.num_global_layers, LAYERS)
 

@@ -57,7 +57,7 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.anyres import describe as describe_tiles, is_anyres
 from memgraph.model_spec.cell_grid import cell_grid, cell_shape, is_cell_grid
 from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is_cross_attention
-from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
+from memgraph.model_spec.image_tokens import high_res_size, image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.patch_row_inputs import is_patch_rows
@@ -347,6 +347,9 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
         _known("labels", labels),
     ]
+    high = high_res_size(cfg)
+    if high is not None and _takes(cfg, "high_res_pixel_values"):  # DeepSeek-VL-Hybrid: each image again, large
+        inputs.insert(2, ImageInput("high_res_pixel_values", (b * n, channels, *high), dtype))
     if probe.image_sizes:  # the processor's (height, width) of each image after its resize
         inputs.append(_known("image_sizes", torch.tensor([[h, w]] * (b * n), dtype=LONG)))
     if _takes(cfg, "qformer_input_ids"):
