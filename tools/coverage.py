@@ -774,7 +774,7 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
              f"every architecture of transformers' auto mappings, built tiny from its config class's defaults "
              f"(hidden {HIDDEN}, {LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, batch {BATCH}, {SEQ_LEN} tokens, "
              f"{IMAGE_SIZE}-px images (batch {IMAGE_BATCH} for image classification; image-text models: {IMAGE_TEXT_SEQ_LEN} "
-             f"tokens, one image, 56 px for patch-grid models; speech: 1 s of audio, 30 s for Whisper, 8 target "
+             f"tokens, one image, 56 px for patch-grid models and Gemma 4 (whose 256 soft tokens come beside the 64); speech: 1 s of audio, 30 s for Whisper, 8 target "
              f"tokens; audio-text models: {AUDIO_SECONDS:g} s of audio, its audio tokens and {SEQ_LEN} text tokens), AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
              f"peak) and analysed for the `cpu` target. Within: |error| <= {100 * TOLERANCE:g}% of the real peak. "
              f"Sweep time {seconds / 60:.1f} min.", ""]
@@ -832,6 +832,10 @@ KNOWN_MISSES = {
                            "gradient and no AdamW state (48 KB); the trace assumes balanced routing "
                            "(trace/shadow_values.py balanced_routing): the steady state of a run whose batches "
                            "reach every expert (the choice follows random weights meta has no values for)",
+    "glm5_next": "trace: GLM-5's sparse-attention indexer packs the attention mask into a float tensor beside its "
+                 "keys and reads it back as a boolean index (modeling_glm5_next.py ``valid_keys = "
+                 "packed_states[..., -1].bool()``); a float tensor has no shadow values, so the boolean index "
+                 "(nonzero) has no answer on meta",
 }
 
 
