@@ -94,16 +94,23 @@ _SIZES = {
     # experts
     "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
     "n_shared_experts": 1, "moe_topk": 2, "top_k": 2,
+    # sparse-attention indexers (DeepSeek-V3.2-style DSA: GLM-5, Mistral Large 4)
+    "index_n_heads": HEADS, "index_head_dim": HIDDEN // HEADS,
     # multi-head latent attention (DeepSeek)
     "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     # state-space models
     "state_size": 8, "time_step_rank": 4, "ssm_state_size": 8, "mamba_d_state": 8, "d_state": 8,
+    # per-layer input embeddings (Gemma 3n / Gemma 4: a [vocab_size_per_layer_input, layers x 256] table, 134 M
+    # values at the class defaults' 262144 rows)
+    "vocab_size_per_layer_input": VOCAB,
+    # vision towers that name their depth so (Qwen2-VL and its successors: configuration_qwen2_vl.py ``depth``)
+    "depth": LAYERS,
     # images
     "image_size": IMAGE_SIZE,
     # perceiver resamplers (Idefics 2: 64 latents per image, each an image token in the prompt)
     "resampler_n_latents": 8,
 }
-_SMALLER_ONLY = {"resampler_n_latents", "num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts", "image_size", "num_experts",
+_SMALLER_ONLY = {"resampler_n_latents", "vocab_size_per_layer_input", "num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts", "image_size", "num_experts",
                  "num_local_experts", "n_routed_experts"}
 
 
@@ -111,6 +118,7 @@ def _shrink(cfg, depth: int = 0) -> None:
     """Shrink ``cfg`` (a PretrainedConfig) and its sub-configs in place."""
     from transformers import PretrainedConfig
 
+    per_layer = _per_layer_overrides(cfg)  # heterogeneous configs: read before the shrink, re-applied after it
     before = {k: getattr(cfg, k, None) for k in ("num_hidden_layers", "n_layer", "num_layers")}
     old_layers = next((v for v in before.values() if isinstance(v, int)), None)
     aliases = getattr(cfg, "attribute_map", {}) or {}
@@ -127,11 +135,23 @@ def _shrink(cfg, depth: int = 0) -> None:
                 pass
     kv = getattr(cfg, "num_key_value_heads", None)
     if isinstance(kv, int) and kv > 0:
-        cfg.num_key_value_heads = KV_HEADS
-    if isinstance(getattr(cfg, "head_dim", None), int):
+        # multi-head latent attention expands its latent into a key per head: released MLA configs name as many
+        # key/value heads as heads (DeepSeek-V3 128/128, Mistral Large 4), and Mistral Large 4's attention repeats
+        # the expanded keys by heads // key-value heads (modeling_mistral_large4.py num_key_value_groups)
+        mla = isinstance(getattr(cfg, "kv_lora_rank", None), int) and isinstance(getattr(cfg, "num_attention_heads", None), int)
+        cfg.num_key_value_heads = cfg.num_attention_heads if mla else KV_HEADS
+    if "head_dim" in vars(cfg) and cfg.head_dim is None and isinstance(getattr(cfg, "num_attention_heads", None), int):
+        # HunYuan-VL's attention reads ``getattr(config, "head_dim", hidden // heads)`` (modeling_hunyuan_vl.py), the
+        # class default None included: the value the others derive from None
         cfg.head_dim = HIDDEN // HEADS
+    if isinstance(getattr(cfg, "head_dim", None), int):
+        # multi-head latent attention rotates qk_rope_head_dim channels: DeepSeek-V3's config sets head_dim to it
+        # (configuration_deepseek_v3.py ``self.head_dim = self.qk_rope_head_dim``), which its rotary embedding reads
+        rope = getattr(cfg, "qk_rope_head_dim", None)
+        cfg.head_dim = rope if isinstance(rope, int) and getattr(cfg, "head_dim") == getattr(type(cfg), "qk_rope_head_dim", None) \
+            else HIDDEN // HEADS
     for key in ("hidden_sizes", "depths", "num_heads", "num_attention_heads", "embed_dims", "layer_types",
-                "block_types", "mlp_only_layers"):
+                "block_types", "mlp_layer_types", "mlp_only_layers", "kv_source_layers"):
         cur = getattr(cfg, key, None)
         if isinstance(cur, (list, tuple)) and cur:
             try:
@@ -142,10 +162,15 @@ def _shrink(cfg, depth: int = 0) -> None:
                 elif key in ("num_heads", "num_attention_heads"):
                     setattr(cfg, key, [min(int(v), 2) for v in cur])
                 elif old_layers and len(cur) == old_layers:
-                    setattr(cfg, key, _every_kind(list(cur), LAYERS) if key in ("layer_types", "block_types")
+                    setattr(cfg, key, _every_kind(list(cur), LAYERS) if key in ("layer_types", "block_types", "mlp_layer_types")
                             else list(cur[:LAYERS]))
             except Exception:
                 pass
+    pyramid = [getattr(cfg, k, None) for k in ("patch_sizes", "hidden_sizes", "depths")]
+    if old_layers and all(isinstance(v, (list, tuple)) and len(v) == old_layers for v in pyramid):
+        # a pyramid whose layer count is its stages' (Muse Spark's audio encoder: configuration_muse_spark.py
+        # validate_architecture wants one patch size, width and depth per layer): every stage kept, each tiny
+        cfg.num_hidden_layers = old_layers
     if isinstance(getattr(cfg, "patch_size", None), int) and cfg.patch_size > 8 and getattr(cfg, "image_size", None):
         cfg.patch_size = 8
     pair = getattr(cfg, "image_size", None)
@@ -168,6 +193,8 @@ def _shrink(cfg, depth: int = 0) -> None:
     if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "pad_token_id", -1) is None:
         cfg.pad_token_id = cfg.decoder_start_token_id  # shift_tokens_right needs one (Moonshine's config has none)
     _shrink_layer_lists(cfg)
+    if per_layer is not None:
+        _reapply_per_layer(cfg, *per_layer)
     for key, value in list(vars(cfg).items()):
         if isinstance(value, PretrainedConfig) and depth < 3:
             _shrink(value, depth + 1)
@@ -189,6 +216,41 @@ def _shrink(cfg, depth: int = 0) -> None:
         if isinstance(getattr(qformer, "encoder_hidden_size", None), int) and isinstance(getattr(vision, "hidden_size", None), int):
             qformer.encoder_hidden_size = vision.hidden_size  # the Q-Former cross-attends to the vision tower's output
         _shrink_feature_layers(cfg, vision)
+
+
+def _per_layer_overrides(cfg):
+    """A heterogeneous config's per-layer values (transformers 5.23 integrations/heterogeneity: Gemma 4's
+    full-attention layers take ``head_dim`` 512 beside the global 256; reading such an attribute globally raises
+    AmbiguousGlobalPerLayerAttributeError): (the overrides per layer, the layer types, the global values), read
+    through the public ``per_layer_config`` / ``per_layer_attributes``; global access then allowed for the shrink.
+    None for a homogeneous config (and on transformers without heterogeneous configs)."""
+    if not getattr(cfg, "is_heterogeneous", False):
+        return None
+    attrs = sorted(cfg.per_layer_attributes or ())
+    layers = [cfg.per_layer_config[i] for i in range(cfg.num_hidden_layers)]
+    cfg.allow_global_per_layer_attribute_access = True
+    glob = {a: getattr(cfg, a, None) for a in attrs}
+    overrides = [{a: getattr(layer, a) for a in attrs if getattr(layer, a) != glob[a]} for layer in layers]
+    return overrides, list(getattr(cfg, "layer_types", None) or []), glob
+
+
+def _reapply_per_layer(cfg, overrides: list, old_types: list, glob: dict) -> None:
+    """The per-layer overrides on the shrunk layers: each new layer takes those of the first old layer of its
+    type (Gemma 4: the full-attention layers'), a larger ``head_dim`` scaled with the global one (512 / 256 x the
+    tiny 16 = 32), any other attribute the shrunk global value (so the tiny model keeps the heterogeneous head
+    size and drops the rest)."""
+    types = list(getattr(cfg, "layer_types", None) or [])
+    new = {}
+    for i in range(cfg.num_hidden_layers):
+        src = old_types.index(types[i]) if types and old_types and types[i] in old_types else i
+        over = {}
+        for key, value in (overrides[src] if src < len(overrides) else {}).items():
+            if key == "head_dim" and isinstance(value, int) and isinstance(glob.get(key), int) and glob[key]:
+                over[key] = max(1, cfg.head_dim * value // glob[key])
+        if over:
+            new[i] = over
+    cfg.allow_global_per_layer_attribute_access = False
+    cfg.per_layer_config = new or None
 
 
 def _shrink_pinpoints(cfg, vision) -> None:
@@ -219,6 +281,11 @@ def _shrink_layer_lists(cfg) -> None:
     cross = getattr(cfg, "cross_attention_layers", None)
     if isinstance(cross, list) and cross:
         cfg.cross_attention_layers = sorted({min(int(v), layers - 1) for v in cross})
+    glob = getattr(cfg, "global_attn_indexes", None)
+    if isinstance(glob, (list, tuple)) and glob:
+        # SAM's global-attention layers [2, 5, 8, 11]; DeepSeek-VL-Hybrid reads the first one's hidden state
+        # (modeling_deepseek_vl_hybrid.py ``global_attn_indexes[0]``)
+        cfg.global_attn_indexes = type(glob)(sorted({min(int(v), layers - 1) for v in glob}))
     if isinstance(getattr(cfg, "num_global_layers", None), int):
         cfg.num_global_layers = min(cfg.num_global_layers, LAYERS)
 
@@ -236,9 +303,11 @@ def _shrink_feature_layers(cfg, vision) -> None:
 QWEN2VL_MROPE_DEFAULT = (16, 24, 24)  # modeling_qwen2_vl.py: rope_parameters.get("mrope_section", [16, 24, 24])
 
 
-# text configs that name no mrope_section while their model reads Qwen2-VL's default (modeling_paddleocr_vl.py:
-# ``config.rope_parameters.get("mrope_section", [16, 24, 24])``)
-MROPE_DEFAULT_READERS = ("paddleocr_vl_text",)
+# text configs that name no mrope_section while their model reads a default of its own: Qwen2-VL's
+# (modeling_paddleocr_vl.py: ``config.rope_parameters.get("mrope_section", [16, 24, 24])``), Ernie 4.5 VL's
+# (modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeTextRotaryEmbedding: ``.get("mrope_section", [22, 22, 20])``; its
+# ``recomposition_frequencies`` stacks the first two sections, h and w, so they must stay equal)
+MROPE_DEFAULT_READERS = {"paddleocr_vl_text": QWEN2VL_MROPE_DEFAULT, "ernie4_5_vl_moe_text": (22, 22, 20)}
 
 
 def _shrink_mrope(cfg) -> None:
@@ -249,12 +318,16 @@ def _shrink_mrope(cfg) -> None:
     for key in ("rope_parameters", "rope_scaling"):
         rope = getattr(cfg, key, None)
         sections = rope.get("mrope_section") if isinstance(rope, dict) else None
-        if sections is None and isinstance(rope, dict) and ("mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ())
-                                                           or getattr(cfg, "model_type", None) in MROPE_DEFAULT_READERS):
-            sections = list(QWEN2VL_MROPE_DEFAULT)  # the model's default when the config has none
-        if not isinstance(sections, list) or not sections or sum(sections) == head_dim // 2:
+        own = MROPE_DEFAULT_READERS.get(getattr(cfg, "model_type", None))
+        if sections is None and isinstance(rope, dict) and (own or "mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ())):
+            sections = list(own or QWEN2VL_MROPE_DEFAULT)  # the model's default when the config has none
+        # the rotated part of the head only: GLM-4.5V rotates head_dim * partial_rotary_factor channels
+        # (modeling_glm4v_moe.py Glm4vMoeTextRotaryEmbedding: ``dim = int(head_dim * partial_rotary_factor)``)
+        factor = rope.get("partial_rotary_factor", 1.0) if isinstance(rope, dict) else 1.0
+        half = int(head_dim * factor) // 2
+        if not isinstance(sections, list) or not sections or sum(sections) == half:
             continue
-        total, half = sum(sections), head_dim // 2
+        total = sum(sections)
         new = [max(1, v * half // total) for v in sections]
         new[-1] += half - sum(new)
         rope["mrope_section"] = new
@@ -337,11 +410,17 @@ def _remap_tokens(cfg, vocab: int, others=()) -> None:
             setattr(cfg, key, new)
 
 
-def tiny_config(model_type: str):
-    """The config class's defaults for ``model_type``, shrunk (see :data:`_SIZES`); never downloaded."""
+def tiny_config(model_type: str, with_vision: bool = False):
+    """The config class's defaults for ``model_type``, shrunk (see :data:`_SIZES`); never downloaded.
+    ``with_vision``: an optional vision sub-config the defaults leave out (Gemma 4: ``SubConfigSpec(...,
+    optional=True)``, None by default; its released checkpoints carry one) is filled with its class's defaults, as
+    the config's own docstring example builds it (``Gemma4Config(text_config, vision_config, audio_config)``)."""
     from transformers import AutoConfig
 
     cfg = AutoConfig.for_model(model_type)
+    vision_class = (getattr(cfg, "sub_configs", None) or {}).get("vision_config")
+    if with_vision and getattr(cfg, "vision_config", 0) is None and vision_class is not None:
+        cfg.vision_config = vision_class()
     _query_image_token(cfg)
     _voxtral_audio_token(cfg)
     _omni_vision_tokens(cfg)
@@ -360,7 +439,11 @@ def _projector_widths(cfg) -> None:
     - Muse Glimmer / Muse Spark ``out_hidden_size``: "output dimension of the vision encoder after patch merging"
       (configuration_muse_glimmer.py), the vision width times ``merge_size ** 2``;
     - Hunyuan-VL, Inkling, Inkling 2 ``vision_config.text_hidden_size``: the text width (configuration_inkling2.py
-      checks ``vision_config.text_hidden_size == text_config.hidden_size``)."""
+      checks ``vision_config.text_hidden_size == text_config.hidden_size``);
+    - Kimi K2.5 ``projection_hidden_size`` (1152, the vision width): its projector's ``pre_norm`` is a
+      ``LayerNorm(projection_hidden_size)`` over the vision tower's output (modeling_kimi_k25.py
+      ``Kimi_K25MultimodalProjection``);
+    - PP-FormulaNet ``vision_config.decoder_hidden_size``: the text decoder's width."""
     vision, text = getattr(cfg, "vision_config", None), getattr(cfg, "text_config", None)
     if vision is None:
         return
@@ -369,6 +452,35 @@ def _projector_widths(cfg) -> None:
         cfg.out_hidden_size = vision.hidden_size * merge * merge
     if text is not None and isinstance(getattr(vision, "text_hidden_size", None), int):
         vision.text_hidden_size = text.hidden_size
+    if text is not None and isinstance(getattr(vision, "decoder_hidden_size", None), int):
+        # PP-FormulaNet: the vision tower's last Linear maps to ``decoder_hidden_size``, the text decoder's d_model,
+        # whose cross-attention reads it (modeling_pp_formulanet.py ``linear_2``, 512 both by default)
+        vision.decoder_hidden_size = text.hidden_size
+    if text is not None and isinstance(getattr(cfg, "merged_hidden_size", None), int):
+        # MiniMax-M3-VL derives it in __post_init__ (configuration_minimax_m3_vl.py: text hidden x merge^2), before
+        # the shrink; its projector width (6144) shrunk too
+        cfg.merged_hidden_size = text.hidden_size * vision.spatial_merge_size ** 2
+        if isinstance(getattr(cfg, "projector_hidden_size", None), int):
+            cfg.projector_hidden_size = HIDDEN
+    adapter = getattr(cfg, "adapter_config", None)
+    chosen = getattr(adapter, "vision_feature_layer", None)
+    if isinstance(chosen, list) and isinstance(getattr(vision, "num_hidden_layers", None), int):
+        # Molmo 2's adapter pools ViT layers [24, 18], which must index the shrunk tower (configuration_molmo2.py
+        # validate_architecture); folded into range, order kept; its text width is the text model's
+        n = vision.num_hidden_layers
+        adapter.vision_feature_layer = [max(-n, min(n - 1, int(v))) for v in chosen]
+        if text is not None and isinstance(getattr(adapter, "text_hidden_size", None), int):
+            adapter.text_hidden_size = text.hidden_size
+    ratio = getattr(vision, "pixel_shuffle_ratio", None)
+    if isinstance(ratio, float) and isinstance(getattr(vision, "projector_input_dim", None), int):
+        # Llama 4: the pixel shuffle turns hidden_size channels into hidden / ratio^2, which the projector MLP's
+        # fc1 reads as intermediate_size (modeling_llama4.py Llama4VisionMLP2); its output (projector_output_dim)
+        # is what the multimodal projector reads as vision_output_dim (the released Scout config: 1408 x 4 = 5632,
+        # 4096 / 4096 / 4096; the class defaults, 768 / 5632 / 7680, do not fit together)
+        vision.intermediate_size = int(vision.hidden_size / ratio ** 2)
+        vision.projector_input_dim = vision.projector_output_dim = vision.vision_output_dim = vision.hidden_size
+    if isinstance(getattr(cfg, "projection_hidden_size", None), int):
+        cfg.projection_hidden_size = vision.hidden_size
 
 
 def _encoder_pooling(cfg) -> None:
@@ -427,6 +539,10 @@ def _audio_output_width(cfg) -> None:
     audio, text = getattr(cfg, "audio_config", None), getattr(cfg, "text_config", None)
     if audio is not None and text is not None and isinstance(getattr(audio, "output_dim", None), int):
         audio.output_dim = text.hidden_size
+    if audio is not None and text is not None and isinstance(getattr(audio, "out_hidden_size", None), int):
+        # Muse Spark: "Width the final projection maps to, i.e. the text model's hidden size"
+        # (configuration_muse_spark.py MuseSparkAudioConfig)
+        audio.out_hidden_size = text.hidden_size
 
 
 def _query_image_token(cfg) -> None:
@@ -472,7 +588,7 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
     from memgraph.model_spec.options import TrainingOptions
     from memgraph.model_spec.sources import ModelSpec
 
-    cfg = tiny_config(model_type)
+    cfg = tiny_config(model_type, with_vision=task == "image-text-to-text")
     kw = dict(batch_size=BATCH, seq_len=SEQ_LEN, target="cpu", optimizer="adamw")
     mtask = {"sequence-classification": "custom-named"}.get(task, task)
     if task == "speech-seq2seq":  # audio-language models among the speech classes: their own recipe
@@ -497,7 +613,11 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         # (min_pixels 56*56, smart_resize), a 4x4 grid of 14-px patches, 4 visual tokens after the 2x2 merge
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout == "query-video" else 1,
-                  image_size=56 if layout == "grid" else None)
+                  image_size=56 if layout in ("grid", "soft") else None)
+        if layout == "soft":  # Gemma 4 resizes a 56-px image up into its patch budget: its soft tokens, then text
+            from memgraph.model_spec.soft_token_patches import soft_tokens
+
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + soft_tokens(cfg, 56, 56)
         if layout == "prefix" and isinstance(getattr(cfg, "latent_query_num", None), int):  # Kosmos-2's latents
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + cfg.latent_query_num
         if layout == "query-video":  # 4 frames x num_query_tokens video tokens, then the usual text
@@ -654,7 +774,7 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
              f"every architecture of transformers' auto mappings, built tiny from its config class's defaults "
              f"(hidden {HIDDEN}, {LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, batch {BATCH}, {SEQ_LEN} tokens, "
              f"{IMAGE_SIZE}-px images (batch {IMAGE_BATCH} for image classification; image-text models: {IMAGE_TEXT_SEQ_LEN} "
-             f"tokens, one image, 56 px for patch-grid models; speech: 1 s of audio, 30 s for Whisper, 8 target "
+             f"tokens, one image, 56 px for patch-grid models and Gemma 4 (whose 256 soft tokens come beside the 64); speech: 1 s of audio, 30 s for Whisper, 8 target "
              f"tokens; audio-text models: {AUDIO_SECONDS:g} s of audio, its audio tokens and {SEQ_LEN} text tokens), AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
              f"peak) and analysed for the `cpu` target. Within: |error| <= {100 * TOLERANCE:g}% of the real peak. "
              f"Sweep time {seconds / 60:.1f} min.", ""]
@@ -712,6 +832,10 @@ KNOWN_MISSES = {
                            "gradient and no AdamW state (48 KB); the trace assumes balanced routing "
                            "(trace/shadow_values.py balanced_routing): the steady state of a run whose batches "
                            "reach every expert (the choice follows random weights meta has no values for)",
+    "glm5_next": "trace: GLM-5's sparse-attention indexer packs the attention mask into a float tensor beside its "
+                 "keys and reads it back as a boolean index (modeling_glm5_next.py ``valid_keys = "
+                 "packed_states[..., -1].bool()``); a float tensor has no shadow values, so the boolean index "
+                 "(nonzero) has no answer on meta",
 }
 
 

@@ -83,6 +83,10 @@ def _probe(cfg, channels: int, height: int, width: int) -> ImageProbe:
     param = inspect.signature(model.get_image_features).parameters.get("image_sizes")
     sizes = param is not None and param.default is inspect.Parameter.empty
     extra = {"image_sizes": torch.tensor([[height, width]])} if sizes else {}
+    high = high_res_size(cfg)
+    if high is not None and "high_res_pixel_values" in inspect.signature(model.get_image_features).parameters:
+        with torch.device("meta"):  # DeepSeek-VL-Hybrid's second, high-resolution tower (its own input)
+            extra["high_res_pixel_values"] = torch.empty(1, channels, *high)
     if cfg.model_type in FAMILY_RULES:
         return FAMILY_RULES[cfg.model_type](cfg, height, width)
     if isinstance(getattr(cfg, "num_query_tokens", None), int) and hasattr(model, "query_tokens"):
@@ -154,8 +158,17 @@ def _mistral3(cfg, height: int, width: int) -> ImageProbe:
 # trace from ImageInput's declared no-zero fact), so their count is the processor's own rule, from the file
 # named in each rule.
 FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2,
-                # reads image_sizes back on the model's device
-                "mistral3": _mistral3}
+                # reads image_sizes back on the model's device (Mistral Large 4: the same split,
+                # modeling_mistral_large4.py get_image_features)
+                "mistral3": _mistral3, "mistral_large4": _mistral3}
+
+
+def high_res_size(cfg) -> tuple[int, int] | None:
+    """The (H, W) of DeepSeek-VL-Hybrid's ``high_res_pixel_values``: its processor resizes each image a second time
+    to the high-resolution (SAM) tower's ``image_size`` (image_processing_deepseek_vl_hybrid.py ``high_res_size``,
+    1024 = the released ``high_res_vision_config.image_size``); None for other models."""
+    size = getattr(getattr(cfg, "high_res_vision_config", None), "image_size", None)
+    return (int(size), int(size)) if isinstance(size, int) else None
 
 
 def feature_rows(out, hidden: int, what: str) -> int:
@@ -170,4 +183,4 @@ def feature_rows(out, hidden: int, what: str) -> int:
     return numel // hidden
 
 
-__all__ = ["ImageProbe", "feature_rows", "image_tokens_per_image", "model_class_for"]
+__all__ = ["ImageProbe", "feature_rows", "high_res_size", "image_tokens_per_image", "model_class_for"]

@@ -55,12 +55,19 @@ import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.anyres import describe as describe_tiles, is_anyres
+from memgraph.model_spec.cell_grid import cell_grid, cell_shape, is_cell_grid
 from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is_cross_attention
-from memgraph.model_spec.image_tokens import image_tokens_per_image, model_class_for
+from memgraph.model_spec.image_tokens import high_res_size, image_tokens_per_image, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.patch_row_inputs import is_patch_rows
+from memgraph.model_spec.patch_row_inputs import patch_grid as fuyu_grid
+from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
+from memgraph.model_spec.soft_token_patches import is_soft_token_patches, soft_tokens
+from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
+from memgraph.model_spec.vision_backend import missing_vision_backend
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
-from memgraph.model_spec.patch_grid import is_patch_grid, merge_of, patch_row_shape, temporal_of
+from memgraph.model_spec.patch_grid import grid_tokens, is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
 
 LONG = torch.int64
@@ -153,12 +160,20 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _qwen2_vl(cfg, opts, defaults, dtype, audio)
     elif layout == "prefix":
         inputs = _prefix(cfg, opts, defaults, dtype)
+    elif layout == "patch-rows":
+        inputs = _patch_rows(cfg, opts, defaults, dtype)
+    elif layout == "soft":
+        inputs = _soft_tokens(cfg, opts, defaults, dtype)
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
         if is_anyres(cfg):
             h, w = image_hw(opts.image_size or defaults.get("image_size") or _native_size(cfg.vision_config))
             notes = (describe_tiles(cfg, model_class_for(cfg), h, w),)
     else:
+        missing = missing_vision_backend(cfg)
+        if missing:
+            raise NoImageTextLayout(f"{getattr(cfg, 'model_type', '?')}'s vision tower needs a package memgraph does "
+                                    f"not install ({missing})")
         raise NoImageTextLayout(
             f"no image-text input layout for model_type {getattr(cfg, 'model_type', '?')!r}: configs with a "
             "vision_config of a fixed image_size and an image token id (LLaVA-style) and configs with "
@@ -174,6 +189,8 @@ def layout_of(cfg) -> str | None:
     ``"fixed"``: a vision config with an ``image_size`` and an image token id in the config (LLaVA and the
     models whose processor resizes every image to that size); ``"prefix"``: a fixed-size tower and no image token
     (vision_prefix_inputs.py); else None."""
+    if is_patch_rows(cfg):
+        return "patch-rows"  # Fuyu: no vision tower, raw patches (patch_row_inputs.py)
     vision = vision_of(cfg)
     if vision is None:
         return None
@@ -185,6 +202,8 @@ def layout_of(cfg) -> str | None:
     if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
             and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"
+    if is_soft_token_patches(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
+        return "soft"  # Gemma 4: patches in a fixed budget, pooled (soft_token_patches.py)
     if is_patch_grid(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"  # the same layout, its sizes named otherwise (patch_grid.py)
     if _native_size(vision) is not None and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
@@ -328,6 +347,9 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
         _known("labels", labels),
     ]
+    high = high_res_size(cfg)
+    if high is not None and _takes(cfg, "high_res_pixel_values"):  # DeepSeek-VL-Hybrid: each image again, large
+        inputs.insert(2, ImageInput("high_res_pixel_values", (b * n, channels, *high), dtype))
     if probe.image_sizes:  # the processor's (height, width) of each image after its resize
         inputs.append(_known("image_sizes", torch.tensor([[h, w]] * (b * n), dtype=LONG)))
     if _takes(cfg, "qformer_input_ids"):
@@ -350,6 +372,78 @@ def _prefix(cfg, opts, defaults, dtype) -> list[InputSpec]:
     ids, _ = sample_text_ids(cfg, b, seq)
     return vision_prefix_inputs(cfg, model_class_for(cfg), b, seq, _images(opts, defaults), native, dtype, ids,
                                 _known, ImageInput)
+
+
+def _patch_rows(cfg, opts, defaults, dtype) -> list[InputSpec]:
+    """Fuyu (patch_row_inputs.py): per image, ``rows`` x (``cols`` image tokens, a newline), ``<s>``, then text;
+    ``pixel_values`` ``[B*N*rows*cols, p*p*C]``; labels ignore the image, its newlines and ``<s>``."""
+    h, w = image_hw(opts.image_size or defaults.get("image_size") or cfg.image_size)
+    b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
+    rows, cols = fuyu_grid(cfg, h, w)
+    per_image = fuyu_tokens(cfg, h, w)
+    if seq < n * per_image + 1:
+        raise _too_short(seq, n * per_image + 1, f"{n} image(s) of {rows} x {cols} patches")
+    ids, _ = sample_text_ids(cfg, b, seq)
+    image = torch.zeros(b, seq, dtype=torch.bool)
+    prefix = torch.zeros(b, seq, dtype=torch.bool)
+    bos = _token(cfg, "bos_token_id")  # the text config's (FuyuConfig names none of its own)
+    pos = 0
+    for _ in range(n):
+        for r in range(rows):
+            image[:, pos:pos + cols] = True  # then one newline token (ordinary text id here)
+            pos += cols + 1
+        ids[:, pos] = bos if isinstance(bos, int) else ids[:, pos]
+        pos += 1
+    prefix[:, :pos] = True
+    ids[image] = cfg.image_token_id
+    channels = getattr(cfg, "num_channels", None) or 3
+    p = int(cfg.patch_size)
+    return [
+        _known("input_ids", ids),
+        ImageInput("pixel_values", (b * n * rows * cols, p * p * channels), dtype),
+        _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
+        _known("labels", ids.masked_fill(prefix, IGNORE_INDEX)),
+    ]
+
+
+def _soft_tokens(cfg, opts, defaults, dtype) -> list[InputSpec]:
+    """Gemma 4 (soft_token_patches.py): per image ``<boi> <image> * T <eoi>`` after BOS, then text;
+    ``pixel_values`` ``[B*N, max_patches, p*p*C]``, ``image_position_ids``, ``mm_token_type_ids`` 1 on the
+    image tokens."""
+    size = opts.image_size or defaults.get("image_size")
+    if size is None:
+        raise MemgraphError(f"no default image size for this {cfg.model_type} model (its processor resizes any image "
+                            "into its patch budget): pass --image-size N or HxW")
+    h, w = image_hw(size)
+    b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
+    per_image = soft_tokens(cfg, h, w)
+    need = 1 + n * (per_image + 2)
+    if seq < need:
+        raise _too_short(seq, need, f"{n} image(s) of {per_image} soft tokens")
+    ids, _ = sample_text_ids(cfg, b, seq)
+    text = cfg.get_text_config()
+    bos = getattr(text, "bos_token_id", None)
+    ids[:, 0] = bos if isinstance(bos, int) else ids[:, 0]
+    image = torch.zeros(b, seq, dtype=torch.bool)
+    special = torch.zeros(b, seq, dtype=torch.bool)
+    boi, eoi = _token(cfg, "boi_token_id"), _token(cfg, "eoi_token_id")
+    pos = 1
+    for _ in range(n):
+        ids[:, pos] = boi if boi is not None else ids[:, pos]
+        image[:, pos + 1:pos + 1 + per_image] = True
+        ids[:, pos + 1 + per_image] = eoi if eoi is not None else ids[:, pos + 1 + per_image]
+        special[:, pos:pos + per_image + 2] = True
+        pos += per_image + 2
+    ids[image] = _token(cfg, "image_token_id")
+    pixels, positions = soft_patch_inputs(cfg, b * n, h, w, dtype)
+    return [
+        _known("input_ids", ids),
+        ImageInput("pixel_values", pixels, dtype),
+        _known("image_position_ids", positions),
+        _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
+        _known("mm_token_type_ids", image.to(LONG)),
+        _known("labels", ids.masked_fill(special, IGNORE_INDEX)),
+    ]
 
 
 def _qformer_text(cfg, b: int, text_tokens: int, gen) -> list[InputSpec]:
@@ -446,7 +540,7 @@ def qwen2_vl_grid(cfg, size, min_pixels: int = QWEN2VL_MIN_PIXELS,
     patch, merge = _one(v.patch_size), merge_of(v)
     h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=min_pixels, max_pixels=max_pixels)
     gh, gw = h // patch, w // patch
-    return gh, gw, gh * gw // (merge * merge)
+    return gh, gw, grid_tokens(cfg, gh, gw, merge)
 
 
 def _one(v) -> int:
@@ -475,9 +569,16 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     size = opts.image_size or defaults.get("image_size")
     if size is None:
         raise MemgraphError("no default image size for this model: pass --image-size N or HxW")
-    budget = pixel_budget(opts, defaults)
-    gh, gw, per_image = qwen2_vl_grid(cfg, size, budget.min_pixels, budget.max_pixels)
     frames = getattr(opts, "video_frames", None)
+    cells = is_cell_grid(cfg)
+    if cells:  # cell_grid.py: padded to whole cells, no resize, no pixel budget, no video processor
+        refuse_pixel_flags(opts, cfg.model_type)
+        if frames:
+            raise MemgraphError(f"--video-frames: {cfg.model_type}'s processor takes images only: drop --video-frames")
+        gh, gw, per_image = cell_grid(cfg, *image_hw(size))
+    else:
+        budget = pixel_budget(opts, defaults)
+        gh, gw, per_image = qwen2_vl_grid(cfg, size, budget.min_pixels, budget.max_pixels)
     b, seq = opts.batch_size, _seq(opts, defaults)
     n = opts.images if opts.images else (0 if frames else _images(opts, defaults))
     video = qwen2_vl_video_grid(cfg, size, frames) if frames else None
@@ -512,7 +613,9 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     labels = ids.masked_fill(vision_tokens, IGNORE_INDEX)
     channels = getattr(v, "in_channels", None) or getattr(v, "in_chans", 3)
     qwen = hasattr(v, "spatial_merge_size") and hasattr(v, "temporal_patch_size")
-    if qwen:
+    if cells:
+        row = cell_shape(cfg)
+    elif qwen:
         row = (channels * temporal_of(v) * _one(v.patch_size) ** 2,)
     else:  # patch_grid.py: the row its patch embedding reads
         row = patch_row_shape(cfg, model_class_for(cfg))

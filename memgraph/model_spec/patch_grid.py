@@ -60,6 +60,20 @@ def is_patch_grid(cfg, cls) -> bool:
             and "image_grid_thw" in inspect.signature(cls.get_image_features).parameters)
 
 
+# HunYuanProcessor.cat_extra_token (processing_hunyuan_vl.py, transformers 5.23: default True): two extra tokens
+HUNYUAN_EXTRA_TOKENS = 2
+
+
+def grid_tokens(cfg, grid_h: int, grid_w: int, merge: int) -> int:
+    """Image tokens of a ``grid_h x grid_w`` patch grid: ``grid_h * grid_w / merge^2`` (Qwen2-VL), or HunYuan-VL's
+    rule, one more token per merged row and the two extra tokens around the image
+    (processing_hunyuan_vl.py ``replace_image_token``: ``patch_h * (patch_w + 1) + 2``, its image processor's
+    ``spatial_patch_size`` 1)."""
+    if getattr(cfg, "model_type", None) == "hunyuan_vl":
+        return (grid_h // merge) * (grid_w // merge + 1) + HUNYUAN_EXTRA_TOKENS
+    return grid_h * grid_w // (merge * merge)
+
+
 def patch_row_shape(cfg, cls) -> tuple[int, ...]:
     """The shape of one patch's row of ``pixel_values``, from the model's patch embedding (see the module doc)."""
     try:
@@ -93,4 +107,4 @@ def _row_shape(cfg, cls) -> tuple[int, ...]:
     return default
 
 
-__all__ = ["is_patch_grid", "merge_of", "patch_row_shape", "temporal_of"]
+__all__ = ["grid_tokens", "is_patch_grid", "merge_of", "patch_row_shape", "temporal_of"]

@@ -370,7 +370,11 @@ class ShadowValues(TorchDispatchMode):
         return m
 
     def _from_values(self, func, args, kwargs):
-        """A value-dependent op: run on the shadows, return meta tensors of the result's shape."""
+        """A value-dependent op: run on the shadows, return meta tensors of the result's shape. An op on real
+        (CPU) tensors only runs as it is: its values are real (Inkling 2 repeats on the host grid it read back,
+        modeling_inkling2.py ``image_grid_thw.cpu() * torch.tensor([1, merge, merge])``)."""
+        if not any(_is_meta(x) for x in _flat((args, kwargs))):
+            return func(*args, **kwargs)
         try:
             cargs, ckwargs = self._cpu((args, kwargs))
         except _Missing:
