@@ -123,7 +123,9 @@ _ENABLE = getattr(PreTrainedModel, "activation_checkpointing_enable", PreTrained
 
 @pytest.mark.skipif("every_n_layers" not in inspect.signature(_ENABLE).parameters,
                     reason="transformers 5.6 has no every_n_layers (--checkpoint-every refused)")
-@pytest.mark.parametrize("impl", ["non-reentrant", "reentrant"])
+# reentrant in --full: the same period-of-two synthesis as non-reentrant (depth.py); the reentrant checkpoint's saved
+# inputs stay fast in test_knobs_checkpointing.py (test_reentrant_saves_the_checkpoint_inputs_it_is_given)
+@pytest.mark.parametrize("impl", ["non-reentrant", pytest.param("reentrant", marks=pytest.mark.slow)])
 def test_checkpointing_every_2nd_layer_repeats_a_period_of_two_layers(impl):
     """--checkpoint-every 2 checkpoints layers 0, 2, 4, ...: no single layer looks like its neighbours (the
     3-layer synthesis of 4 layers differs from their trace), so a block of two layers is repeated: traced at 6

@@ -40,7 +40,9 @@ def test_collector_paused_once_by_the_entry_points_and_restored():
         frozen = gc.get_freeze_count()
         with paused_gc():
             pass
-        assert gc.get_freeze_count() == frozen and gc.isenabled()
+        # not handed back by unfreeze() (0); a frozen object may still be freed by refcounting meanwhile (another
+        # thread's, in a full run: the count fell by 2 once), so it can only fall
+        assert 0 < gc.get_freeze_count() <= frozen and gc.isenabled()
     finally:
         gc.unfreeze()
     seen = []
