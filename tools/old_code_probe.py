@@ -9,10 +9,14 @@ model's config file with fewer layers, a smaller hidden size and vocabulary, hea
 the CPU, under torch.profiler(profile_memory=True) as memgraph's CPU ground truth does (memgraph/measure/cpu.py),
 once per transformers installation, and writes one JSON record.
 
-Usage (the old transformers in their own virtual environments, the same torch):
+Usage (the old transformers in their own virtual environments beside the global torch 2.13.0 and transformers 5.23:
+``python -m venv --system-site-packages /tmp/oldtf42 && /tmp/oldtf42/bin/pip install "transformers==4.42.4"
+"torch==2.13.0"``, the same with 4.46.3 in /tmp/oldtf46; 4.42 is the first release with PR #31031's
+GPTNeoXSdpaAttention, 4.46 the first with PR #33298's OPTSdpaAttention, 4.45.2 has none). The record is written
+outside reports/published/ and reports/groundtruth/, whose loaders read every ``*.json`` there as a row or record:
 
     python tools/old_code_probe.py --python /tmp/oldtf42/bin/python=gpt_neox --python /tmp/oldtf46/bin/python=opt \
-        --python python=gpt_neox --python python=opt --out reports/published/old-code-probe.json
+        --python python=gpt_neox --python python=opt --out reports/old-code-probe.json
 
 ``--worker`` runs the measurements in the current interpreter and prints JSON lines (what the driver reads).
 Every byte figure in the record is measured; the per-token, per-layer, per-hidden-element figures are differences
