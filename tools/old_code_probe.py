@@ -18,6 +18,11 @@ outside reports/published/ and reports/groundtruth/, whose loaders read every ``
     python tools/old_code_probe.py --python /tmp/oldtf42/bin/python=gpt_neox --python /tmp/oldtf46/bin/python=opt \
         --python python=gpt_neox --python python=opt --out reports/old-code-probe.json
 
+``--saved gpt_neox,sdpa`` prints one JSON line: what the forward keeps for backward by dtype and storage size;
+``reports/old-code-probe-saved.jsonl`` is its output under transformers 4.42.4 then 5.23.0
+(``/tmp/oldtf42/bin/python tools/old_code_probe.py --saved gpt_neox,sdpa; python tools/old_code_probe.py --saved
+gpt_neox,sdpa``).
+
 ``--worker`` runs the measurements in the current interpreter and prints JSON lines (what the driver reads).
 Every byte figure in the record is measured; the per-token, per-layer, per-hidden-element figures are differences
 of measurements divided by the config's sizes, nothing fitted.
@@ -141,6 +146,36 @@ def measure(arch: str, attn: str, layers: int, seq: int) -> dict:
             "float32_buffers": sorted(n for n, b in model.named_buffers() if b.dtype == torch.float32)}
 
 
+def saved_breakdown(arch: str, attn: str, layers: int = LAYERS[0], seq: int = SEQ_LENS[0]) -> dict:
+    """What the forward keeps for backward, parameters left out: (dtype, storage bytes, tensor shape) -> how many
+    storages, each storage once (a view keeps its whole storage: what the allocator holds)."""
+    import collections
+
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = _config(arch, layers)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn, torch_dtype=torch.float16)
+    model.train()
+    ids = torch.randint(0, config.vocab_size, (BATCH, seq))
+    params = {q.untyped_storage().data_ptr() for q in model.parameters()}
+    seen: dict[int, tuple] = {}
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in params and key not in seen:
+            seen[key] = (str(t.dtype).replace("torch.", ""), t.untyped_storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.sum()
+    counts = collections.Counter(seen.values())
+    return {"transformers": transformers.__version__, "arch": arch, "attn": attn, "layers": layers, "seq_len": seq,
+            "storages": [{"dtype": d, "bytes": n, "count": c} for (d, n), c in sorted(counts.items(), key=str)],
+            "total_bytes": sum(n for d, n in seen.values())}
+
+
 def worker(archs) -> None:
     import torch
     import transformers
@@ -206,8 +241,14 @@ def main() -> None:
     p.add_argument("--worker", metavar="ARCHS", help="measure these architectures (comma-separated) here")
     p.add_argument("--python", action="append", default=[],
                    help="PYTHON=ARCH[,ARCH]: an interpreter whose transformers is probed, and on which architectures")
+    p.add_argument("--saved", metavar="ARCH,ATTN", help="print what the forward keeps for backward here (by dtype and "
+                   "storage size, parameters left out), at the first layer count and length")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
+    if a.saved:
+        arch, attn = a.saved.split(",")
+        print(json.dumps(saved_breakdown(arch, attn)))
+        return
     if a.worker:
         worker(a.worker.split(","))
         return
