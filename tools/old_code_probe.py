@@ -19,9 +19,9 @@ outside reports/published/ and reports/groundtruth/, whose loaders read every ``
         --python python=gpt_neox --python python=opt --out reports/old-code-probe.json
 
 ``--saved gpt_neox,sdpa`` prints one JSON line: what the forward keeps for backward by dtype and storage size;
-``reports/old-code-probe-saved.jsonl`` is its output under transformers 4.42.4 then 5.23.0
-(``/tmp/oldtf42/bin/python tools/old_code_probe.py --saved gpt_neox,sdpa; python tools/old_code_probe.py --saved
-gpt_neox,sdpa``).
+``reports/old-code-probe-saved.jsonl`` is its output for gpt_neox,sdpa under transformers 4.42.4 then 5.23.0, and for
+opt,sdpa under 4.46.3 then 5.23.0 (``/tmp/oldtf42/bin/python tools/old_code_probe.py --saved gpt_neox,sdpa``, and so
+on, appended in that order).
 
 ``--worker`` runs the measurements in the current interpreter and prints JSON lines (what the driver reads).
 Every byte figure in the record is measured; the per-token, per-layer, per-hidden-element figures are differences
