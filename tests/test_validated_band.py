@@ -13,6 +13,7 @@ import pytest
 from memgraph.analysis.device import DevicePeaks
 from memgraph.analysis.result import Result
 from memgraph.validation.band import MIN_ROWS, BandRow, add_validated_band, band, stored_rows, validated_figures
+from memgraph.validation.published import load_rows
 
 REPO = Path(__file__).resolve().parent.parent
 GB = 10**9
@@ -133,6 +134,9 @@ def test_stored_band_rows_are_the_recorded_errors():
     """band_data.py (written with the error record by published.write_error_record from one run) holds exactly the
     recorded rows, each with the recorded error: (predicted - measured) / measured, one decimal."""
     recorded = json.loads((REPO / "tests" / "published_errors.json").read_text())
+    # rows whose measured code differs from today's (measured_code_differs) keep their recorded error, not a band row
+    differs = {r.file for r in load_rows(REPO / "reports" / "published") if r.code_differs}
+    recorded = {f: e for f, e in recorded.items() if f not in differs}
     rows = {r.file: r for r in stored_rows()}
     assert set(rows) == set(recorded)
     moved = {f: (recorded[f], round(100 * (r.predicted - r.measured) / r.measured, 1)) for f, r in rows.items()

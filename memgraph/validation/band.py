@@ -12,6 +12,10 @@ figure is the prediction times (1 + b), b taken as 0 where every row was over-pr
 quantile: the band is there so that "fits, with margin" does not run out of memory, and with a few dozen rows per
 counter a 95% quantile would leave the worst rows, the ones a user would hit, outside by construction.
 
+A row whose published run executed code today's stack no longer runs, shown by a CPU measurement of both
+(its ``measured_code_differs`` field, validation/published.py), is left out of the rows: the band is a margin for
+today's code, and such a row's miss is the old code's bytes (the row keeps its error in reports/published.md).
+
 A kind with fewer than ``MIN_ROWS`` rows of a counter takes the band of that counter over every kind (and says
 so). The counters are tied: reserved is at least the reserved prediction + the bytes the allocated band adds
 (memory the allocator was not predicted to hand out must be reserved too), beside its own band if it has one;
@@ -30,7 +34,8 @@ from memgraph.analysis.device import DevicePeaks
 MIN_ROWS = 5  # fewer rows of a kind than this: the band over every kind of the counter
 DEFINITION = ("validated band: over the published measurements of this counter and kind of model (reports/published.md), "
               "the lowest and highest real / predicted - 1; its upper figure is the prediction times (1 + the highest, "
-              "at least 0); a kind with fewer than 5 rows takes every kind's")
+              "at least 0); a kind with fewer than 5 rows takes every kind's; rows whose measured code differs from "
+              "today's (measured_code_differs, shown on the CPU) are left out")
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,7 @@ def write_band_data(evaluations, path="memgraph/validation/band_data.py") -> Non
     """Write band_data.py from ``memgraph validate --published``'s evaluations (validation/published.py):
     ``python -c "from memgraph.validation.published import write_error_record; write_error_record()"`` does both."""
     rows = sorted((e.row.file, e.row.source, e.row.counter, e.kind, e.row.measured_bytes, e.predicted)
-                  for e in evaluations if e.predicted is not None)
+                  for e in in_band(evaluations))
     lines = ['"""Written by memgraph.validation.band.write_band_data from the predicted rows of reports/published/:',
              "(file, source, counter, model kind, measured bytes, predicted bytes). Do not edit: regenerate.", '"""',
              "", "ROWS = ("]
@@ -125,6 +130,12 @@ def write_band_data(evaluations, path="memgraph/validation/band_data.py") -> Non
     lines += [")", ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
+
+
+def in_band(evaluations) -> list:
+    """The predicted evaluations the band is made of: every predicted row but those whose measured code differs
+    from today's (``measured_code_differs``)."""
+    return [e for e in evaluations if e.predicted is not None and not e.row.code_differs]
 
 
 FIGURES = ("allocated_validated_upper", "reserved_validated_upper", "steady_state_device_total_validated_upper")

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from memgraph.validation.band import MIN_ROWS, BandRow, band, validated_figures
+from memgraph.validation.band import MIN_ROWS, BandRow, band, in_band, validated_figures
 
 EXCEED_SLACK = 0.01  # 1%: the published figures carry 2-4 significant digits
 COUNTER_WORDS = {"allocated": "max_memory_allocated", "reserved": "max_memory_reserved", "device_total": "device total"}
@@ -30,7 +30,7 @@ VALIDATED_KEY = {"allocated": "allocated_validated_upper", "reserved": "reserved
 
 def band_rows(evaluations) -> list[BandRow]:
     return [BandRow(e.row.file, e.row.source, e.row.counter, e.kind, e.row.measured_bytes, e.predicted)
-            for e in evaluations if e.predicted is not None]
+            for e in in_band(evaluations)]
 
 
 def _validated(e, rows: list[BandRow]) -> int | None:
@@ -45,12 +45,11 @@ def _validated(e, rows: list[BandRow]) -> int | None:
 
 
 def margins(evaluations) -> list[dict]:
-    """Per predicted row: measured, predicted, the bounded-unknowns upper end and the two band upper ends."""
+    """Per predicted row of the band (band.in_band): measured, predicted, the bounded-unknowns upper end and the two
+    band upper ends."""
     rows = band_rows(evaluations)
     out = []
-    for e in evaluations:
-        if e.predicted is None:
-            continue
+    for e in in_band(evaluations):
         others = [r for r in rows if _publication(r.file) != _publication(e.row.file)]
         out.append({"file": e.row.file, "counter": e.row.counter, "kind": e.kind, "measured": e.row.measured_bytes,
                     "predicted": e.predicted, "upper": e.upper or e.predicted, "in_sample": _validated(e, rows),
@@ -92,6 +91,11 @@ def render(evaluations, baseline: dict | None) -> list[str]:
              "compares the higher of the bounded unknowns' upper end and the band's. A row exceeds an upper end when "
              f"the measured value is more than {100 * EXCEED_SLACK:.0f}% above it. 'One source left out': the band of "
              "each row computed without the rows of its own source (a publication the band has not seen).", ""]
+    differs = [e for e in evaluations if e.predicted is not None and e.row.code_differs]
+    if differs:
+        lines += [f"{len(differs)} predicted rows ran code today's stack no longer runs, measured on the CPU "
+                  "(`measured_code_differs`): they are in the table of predicted rows with their error, not in the "
+                  "band or in the counts below.", ""]
     table = []
     for counter in (*COUNTER_WORDS, None):
         rows = [r for r in now if counter is None or r["counter"] == counter]

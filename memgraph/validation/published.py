@@ -13,6 +13,12 @@ command-line options. A row is
 - **out of scope**: the measured run did something memgraph does not model (its ``out_of_scope``
   field says what), so no prediction is compared.
 
+A row may also carry ``measured_code_differs``: the measured run executed code that today's stack no longer runs,
+and a CPU measurement of the old and today's code shows the difference explains the row's miss. The object names
+``mechanism``, ``versions`` (the old code's) and ``record`` (the committed measurement, e.g.
+``reports/published/old-code-probe.json``). The row is still predicted and shown with its error, but it is left out
+of the validated band's rows (validation/band.py): the band is a margin for today's stack.
+
 A row may also carry ``needs``: what it needs that its options parse but this memgraph does not do yet
 (``--loss sum`` is taken for ``module:function`` models only, and a benchmark ran ``logits.sum()`` on a
 transformers model); it is pending with that reason until the field is removed.
@@ -61,6 +67,7 @@ class PublishedRow:
     options: tuple[str, ...]  # memgraph command-line options
     out_of_scope: str | None  # why no prediction is compared
     needs: str | None = None  # what this memgraph lacks although the options parse
+    code_differs: str | None = None  # measured_code_differs: why the row stays out of the validated band
 
 
 @dataclass
@@ -138,7 +145,22 @@ def load_row(path: Path, root: Path) -> PublishedRow:
         raise MemgraphError(f"{name}: field 'options' must be a list of strings (command-line options)")
     return PublishedRow(name, data["source"]["name"], data["source"]["url"], data["source"]["quote"],
                         data["counter"], value * UNITS[unit], f"{value} {unit}", data["gpu"], data["model"],
-                        tuple(options), data.get("out_of_scope"), data.get("needs"))
+                        tuple(options), data.get("out_of_scope"), data.get("needs"), _code_differs(name, data))
+
+
+CODE_DIFFERS = "measured_code_differs"
+CODE_DIFFERS_KEYS = ("mechanism", "versions", "record")
+
+
+def _code_differs(name: str, data: dict) -> str | None:
+    """The row's ``measured_code_differs`` as one line (mechanism; versions; record), None without the field."""
+    value = data.get(CODE_DIFFERS)
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and value[k] for k in CODE_DIFFERS_KEYS):
+        raise MemgraphError(f"{name}: field '{CODE_DIFFERS}' must be an object with the strings "
+                            f"{', '.join(CODE_DIFFERS_KEYS)}")
+    return "; ".join(value[k] for k in CODE_DIFFERS_KEYS)
 
 
 def load_rows(root: Path) -> list[PublishedRow]:
@@ -295,7 +317,8 @@ def render_markdown(evaluations: list[Evaluation], root: Path) -> str:
     if by_status["evaluable"]:
         rows = [[f"[{e.row.source}]({e.row.url})", e.row.model, " ".join(e.row.options), e.row.gpu, e.row.counter,
                  f"{e.row.measured_text} ({human_bytes(int(e.row.measured_bytes))})", human_bytes(e.predicted),
-                 f"{e.error_pct:+.1f}%"] for e in by_status["evaluable"]]
+                 f"{e.error_pct:+.1f}%" + (" (measured code differs: not in the band)" if e.row.code_differs else "")]
+                for e in by_status["evaluable"]]
         lines += ["## Predicted rows", "", tabulate(rows, ["source", "model", "options", "GPU", "counter", "measured",
                                                           "predicted", "error"], tablefmt="github"), ""]
     for status, title in (("pending", "Pending rows"), ("out of scope", "Out of scope"), ("error", "Failed")):
