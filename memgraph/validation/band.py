@@ -14,7 +14,8 @@ counter a 95% quantile would leave the worst rows, the ones a user would hit, ou
 
 A row whose published run executed code today's stack no longer runs, shown by a CPU measurement of both
 (its ``measured_code_differs`` field, validation/published.py), is left out of the rows: the band is a margin for
-today's code, and such a row's miss is the old code's bytes (the row keeps its error in reports/published.md).
+today's code, and such a row measures the old code's bytes as well as memgraph's error (the row keeps its error in
+reports/published.md, with how much of its miss the measured difference explains).
 
 A kind with fewer than ``MIN_ROWS`` rows of a counter takes the band of that counter over every kind (and says
 so). The counters are tied: reserved is at least the reserved prediction + the bytes the allocated band adds

@@ -14,7 +14,8 @@ command-line options. A row is
   field says what), so no prediction is compared.
 
 A row may also carry ``measured_code_differs``: the measured run executed code that today's stack no longer runs,
-and a CPU measurement of the old and today's code shows the difference explains the row's miss. The object names
+and a CPU measurement of the old and today's code shows the old code keeping more memory in the way the row's
+miss grows (per token, per layer); the mechanism says how much of the miss that explains and what is left. The object names
 ``mechanism``, ``versions`` (the old code's) and ``record`` (the committed measurement, e.g.
 ``reports/published/old-code-probe.json``). The row is still predicted and shown with its error, but it is left out
 of the validated band's rows (validation/band.py): the band is a margin for today's stack.
