@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 
 import torch
 
@@ -155,20 +154,6 @@ def _dispatch_modes_not_compiled():
 
 def _true() -> bool:
     return True
-
-
-def collect_compile_garbage(opts) -> None:
-    """After a real compiled iteration (``measure --compile``): Python's cyclic garbage collected, outside the
-    measured iterations. The compiling iteration can leave cyclic garbage that holds tensors of the real step: in
-    tiny Whisper, after the same graphs were compiled once in the process (memgraph's own compile, or under pytest's
-    DEBUG log capture), the first iteration's forward outputs that its backward graph reads (logits [1,16,1000]
-    64,000 B, encoder state and cross-attention K/V [1,50,64] 5 x 12,800 B, self-attention K/V [1,4,16,16]
-    4 x 4,096 B, the loss 4 B) and 5,104 B Dynamo's tracing allocated, 149,492 B in all, stayed allocated until a
-    ``gc.collect()``; in a fresh process they are freed in the first backward. When Python's collector next runs
-    depends on the process's history (its generation thresholds count container objects), so the measured
-    steady state would too: it is measured with that garbage collected (README "Compiled training steps")."""
-    if opts.compile:
-        gc.collect()
 
 
 def compile_for_real(model: torch.nn.Module, opts):

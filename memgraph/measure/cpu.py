@@ -6,7 +6,6 @@ import gc
 
 from torch.profiler import record_function
 
-from memgraph.compiled import collect_compile_garbage
 from memgraph.cpu_profiler import cpu_memory_events, memory_profile
 from memgraph.measure.real_step import build_run, run_iteration
 from memgraph.model_spec.options import TrainingOptions
@@ -23,7 +22,6 @@ def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
         for it in range(1, opts.iterations + 1):
             with record_function(f"memgraph_iteration_{it}"):
                 run_iteration(run)
-            collect_compile_garbage(opts)  # --compile: the compiling iteration's cyclic garbage (compiled/step.py)
         del run
     return {"optimizer_impl": impl, "iterations": per_iteration(prof, opts.iterations)}
 

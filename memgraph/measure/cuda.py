@@ -6,7 +6,6 @@ import subprocess
 
 import torch
 
-from memgraph.compiled import collect_compile_garbage
 from memgraph.errors import MemgraphError
 from memgraph.measure.real_step import build_run, precision_context, run_iteration
 from memgraph.model_spec.options import TrainingOptions
@@ -56,7 +55,6 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions, snapshot: str | None = 
             "nvidia_smi": nvidia_smi_query(),
             "memory_stats": {k: v for k, v in torch.cuda.memory_stats().items() if isinstance(v, (int, float))},
         })
-        collect_compile_garbage(opts)  # --compile: the compiling iteration's cyclic garbage (compiled/step.py)
     if snapshot:
         dump_memory_history(snapshot)
     props = torch.cuda.get_device_properties(0)
