@@ -1426,7 +1426,7 @@ __all__ = [
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
     "PrivateApiError", "SDPA_BINDING", "SINCE", "unavailable", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
     "TorchDispatchMode", "WeakIdKeyDictionary", "allocation_events", "body_without_torch_function_checks",
-    "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
+    "composite_ops_decompose_on_meta", "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",
@@ -1546,6 +1546,63 @@ def dynamo_guards_see_dispatch_modes():
         yield
     finally:
         guards.CheckFunctionManager.__init__ = built
+
+
+# OpOverload.py_kernels / _dispatch_cache (torch/_ops.py): AOTAutograd traces its joint graph with the Python
+# dispatcher on (torch/_functorch/_aot_autograd), which resolves each op's key from the Python kernels as the C++
+# dispatcher does from C++ ones: an op with a CompositeImplicitAutograd kernel decomposes at the Autograd key only
+# while its backend key has no kernel of its own (c10/core/dispatch/OperatorEntry.cpp, computeDispatchTableEntry).
+# torch registers Python Meta kernels (torch/_meta_registrations.py, torch/_refs, torch/_decomp: 109 aten overloads
+# in torch 2.13.0, aten::nll_loss, dropout, _fused_rms_norm among them) for such ops, so on meta tensors they reach
+# autograd's not-implemented fallback, which in its default "warn" mode gives them no gradient
+# (torch/csrc/autograd/autograd_not_implemented_fallback.cpp): the joint graph of a compiled cross-entropy on meta
+# had no gradient for the logits (and GPT-2's loss graph after its graph break none at all). On CPU and CUDA tensors
+# the same ops decompose. While memgraph's AOTAutograd runs on meta, those Python Meta kernels are set aside so that
+# the ops decompose on meta as on the GPU. Read from torch 2.13.0, torch/_ops.py (HigherOrderOperator/OpOverload).
+@_guard("composite_meta_kernels", "torch", "torch 2.13.0, torch/_ops.py OpOverload.py_kernels, _dispatch_cache")
+def _check_composite_meta_kernels():
+    op = torch.ops.aten.nll_loss.default
+    if not isinstance(getattr(op, "py_kernels", None), dict) or not isinstance(getattr(op, "_dispatch_cache", None),
+                                                                                dict):
+        return "OpOverload.py_kernels or OpOverload._dispatch_cache is no longer a dict"
+    return _missing(torch._C, "_dispatch_has_kernel_for_dispatch_key")
+
+
+def _composite_ops_with_python_meta_kernels() -> list:
+    """The loaded aten overloads with a CompositeImplicitAutograd kernel and a Python Meta kernel (an overload with a
+    Python kernel is loaded by its registration)."""
+    from torch._C import DispatchKey
+
+    found = []
+    for name in dir(torch.ops.aten):
+        packet = getattr(torch.ops.aten, name, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            if (DispatchKey.Meta in op.py_kernels
+                    and torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")):
+                found.append(op)
+    return found
+
+
+@contextlib.contextmanager
+def composite_ops_decompose_on_meta():
+    """While open, aten ops with a CompositeImplicitAutograd kernel decompose on meta tensors under the Python
+    dispatcher (their Python Meta kernels set aside), so that AOTAutograd's joint graph differentiates them."""
+    require("composite_meta_kernels")
+    from torch._C import DispatchKey
+
+    set_aside = []
+    try:
+        for op in _composite_ops_with_python_meta_kernels():
+            set_aside.append((op, op.py_kernels.pop(DispatchKey.Meta)))
+            op._dispatch_cache.clear()
+        yield len(set_aside)
+    finally:
+        for op, kernel in set_aside:
+            op.py_kernels[DispatchKey.Meta] = kernel
+            op._dispatch_cache.clear()
 
 
 @contextlib.contextmanager

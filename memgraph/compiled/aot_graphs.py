@@ -18,7 +18,7 @@ import torch
 from functorch.compile import aot_module_simplified, make_boxed_func
 
 from memgraph.compiled.graphs import GraphStats
-from memgraph.private_api import compile_internals
+from memgraph.private_api import compile_internals, composite_ops_decompose_on_meta
 
 
 class GraphsOnMeta:
@@ -34,7 +34,7 @@ class GraphsOnMeta:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         emulation = self.forward_context() if self.forward_context is not None else contextlib.nullcontext()
-        with emulation:
+        with emulation, composite_ops_decompose_on_meta():  # else nll_loss & co. get no gradient on meta
             return aot_module_simplified(gm, example_inputs, fw_compiler=_as_is, bw_compiler=_as_is,
                                          partition_fn=self._partition, decompositions=compile_internals().decompositions())
 
