@@ -1426,7 +1426,7 @@ __all__ = [
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
     "PrivateApiError", "SDPA_BINDING", "SINCE", "unavailable", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
     "TorchDispatchMode", "WeakIdKeyDictionary", "allocation_events", "body_without_torch_function_checks",
-    "composite_ops_decompose_on_meta", "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
+    "composite_ops_decompose_on_meta", "inductor_cuda_without_gpu", "INDUCTOR_SM_COUNT", "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",
@@ -1616,6 +1616,113 @@ def torch_function_modes_popped():
     finally:
         for mode in reversed(popped):
             torch._C._push_on_torch_function_stack(mode)
+
+
+# Inductor for 'cuda' on a machine without a GPU or Triton (memgraph/compiled/inductor_cuda.py): lowering, scheduling,
+# fusion and buffer reuse for CUDA run in Python once Inductor believes a GPU and Triton are there. While one graph
+# compiles: the CUDA device interface (torch/_dynamo/device_interface.py CudaInterface: device properties, compute
+# capability, is_available, device count, current device) and torch.cuda.get_device_properties /
+# get_device_capability answer for the --gpu (its compute capability and memory; INDUCTOR_SM_COUNT multiprocessors);
+# the scheduler's has_triton() (torch/_inductor/scheduler.py create_backend) says yes; Triton kernels' inductor_meta
+# takes a fixed backend hash (torch.utils._triton.triton_hash_with_backend imports Triton); the wrapper's Triton
+# header (PythonWrapperCodegen.write_triton_header_once: ``import triton``) is left out and its ``get_raw_stream``
+# (CUDADeviceOpOverrides.import_get_raw_stream_as: torch._C._cuda_getCurrentRawStream, absent in a CPU build) is a
+# stub; AsyncCompile.triton returns a stub kernel whose ``run`` does nothing (no Triton compile). Read from torch
+# 2.13.0, torch/_inductor/{scheduler,async_compile}.py, codegen/wrapper.py, codegen/cuda/device_op_overrides.py,
+# runtime/hints.py (DeviceProperties.create), torch/_dynamo/device_interface.py, torch/utils/_triton.py.
+INDUCTOR_SM_COUNT = 132  # multiprocessors of an H100 SXM5 (NVIDIA H100 Tensor Core GPU datasheet); Inductor reads it
+# to split large reductions (torch 2.13 torch/_inductor/ir.py Reduction.num_splits), whose partials are a few KiB
+_DEVICE_INTERFACE_NAMES = ("get_device_properties", "get_compute_capability", "is_available", "device_count",
+                           "current_device")
+
+
+@_guard("inductor_cuda", "torch", "torch 2.13.0, torch/_inductor scheduler, codegen, async_compile; "
+        "torch/_dynamo/device_interface.py")
+def _check_inductor_cuda():
+    from torch._dynamo import device_interface
+    from torch._inductor import async_compile, scheduler
+    from torch._inductor.codegen import wrapper
+    from torch._inductor.codegen.cuda import device_op_overrides
+    from torch.utils import _triton
+
+    for owner, names in ((device_interface.CudaInterface, _DEVICE_INTERFACE_NAMES),
+                         (device_interface.CudaInterface.Worker, ("get_device_properties", "current_device")),
+                         (scheduler, ("has_triton",)), (_triton, ("triton_hash_with_backend",)),
+                         (wrapper.PythonWrapperCodegen, ("write_triton_header_once",)),
+                         (device_op_overrides.CUDADeviceOpOverrides, ("import_get_raw_stream_as",)),
+                         (async_compile.AsyncCompile, ("triton",))):
+        problem = _missing(owner, *names)
+        if problem:
+            return problem
+    if "empty_strided_cuda = " not in inspect.getsource(wrapper):
+        return "Inductor's wrapper code no longer allocates through a global empty_strided_cuda"
+    if "has_triton()" not in inspect.getsource(scheduler.Scheduler.create_backend):
+        return "Scheduler.create_backend no longer asks has_triton()"
+    return None
+
+
+class _StubTritonKernel:
+    """A Triton kernel generated and never compiled: ``run`` writes nothing (its buffers are meta tensors)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def run(self, *_args, **_kwargs) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def inductor_cuda_without_gpu(gpu):
+    """While open, Inductor compiles for 'cuda' on this machine as for ``gpu`` (a memgraph.facts.gpus.GpuSpec),
+    Triton kernels generated as source only (see the comment above)."""
+    require("inductor_cuda")
+    from torch._dynamo import device_interface
+    from torch._inductor import async_compile, scheduler
+    from torch._inductor.codegen import wrapper
+    from torch._inductor.codegen.cuda import device_op_overrides
+    from torch.utils import _triton
+
+    major, minor = gpu.compute_capability
+    props = types.SimpleNamespace(
+        name=gpu.name, major=major, minor=minor, total_memory=gpu.capacity_bytes,
+        multi_processor_count=INDUCTOR_SM_COUNT, warp_size=32, max_threads_per_block=1024,  # CUDA limits, sm_70+
+        regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, gcnArchName="")
+    interface = device_interface.CudaInterface
+    patches = [(interface, "get_device_properties", staticmethod(lambda device=None: props)),
+               (interface, "get_compute_capability", staticmethod(lambda device=None: major * 10 + minor)),
+               (interface, "is_available", staticmethod(lambda: True)),
+               (interface, "device_count", staticmethod(lambda: 1)),
+               (interface, "current_device", staticmethod(lambda: 0)),
+               (interface.Worker, "get_device_properties", staticmethod(lambda device=None: props)),
+               (interface.Worker, "current_device", staticmethod(lambda: 0)),
+               (torch.cuda, "get_device_properties", lambda device=None: props),
+               (torch.cuda, "get_device_capability", lambda device=None: (major, minor)),
+               (scheduler, "has_triton", lambda: True),
+               (_triton, "triton_hash_with_backend", lambda: "memgraph-no-triton"),
+               (wrapper.PythonWrapperCodegen, "write_triton_header_once", _triton_header_left_out),
+               (device_op_overrides.CUDADeviceOpOverrides, "import_get_raw_stream_as",
+                lambda self, name: f"{name} = lambda index: None  # memgraph: no CUDA stream on meta"),
+               (async_compile.AsyncCompile, "triton",
+                lambda self, kernel_name, source_code, device_str="cuda": _StubTritonKernel(kernel_name))]
+    originals = [(owner, name, owner.__dict__.get(name, _ABSENT)) for owner, name, _ in patches]
+    try:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        yield props
+    finally:
+        for owner, name, value in reversed(originals):
+            if value is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
+_ABSENT = object()
+
+
+def _triton_header_left_out(self) -> None:
+    """PythonWrapperCodegen.write_triton_header_once without ``import triton``: only the raw-stream line."""
+    self.write_get_raw_stream_header()
 
 
 # --------------------------------------------------------------------------------------------

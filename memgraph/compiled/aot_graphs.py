@@ -22,9 +22,12 @@ from memgraph.private_api import compile_internals, composite_ops_decompose_on_m
 
 
 class GraphsOnMeta:
-    def __init__(self, stats: GraphStats, budget: float | None, forward_context=None):
+    def __init__(self, stats: GraphStats, budget: float | None, forward_context=None, compiler=None):
         self.stats, self.budget = stats, budget
         self.forward_context = forward_context  # zero-argument factory of the trace's forward emulation
+        # the partitioned graphs' compilers: Inductor for CUDA (inductor_cuda.InductorCudaCompiler), else as is
+        self.fw_compiler = compiler.forward if compiler is not None else _as_is
+        self.bw_compiler = compiler.backward if compiler is not None else _as_is
 
     def context(self):
         api = compile_internals()
@@ -35,7 +38,8 @@ class GraphsOnMeta:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         emulation = self.forward_context() if self.forward_context is not None else contextlib.nullcontext()
         with emulation, composite_ops_decompose_on_meta():  # else nll_loss & co. get no gradient on meta
-            return aot_module_simplified(gm, example_inputs, fw_compiler=_as_is, bw_compiler=_as_is,
+            return aot_module_simplified(gm, example_inputs, fw_compiler=self.fw_compiler,
+                                         bw_compiler=self.bw_compiler,
                                          partition_fn=self._partition, decompositions=compile_internals().decompositions())
 
     def _partition(self, joint, joint_inputs, **kwargs):

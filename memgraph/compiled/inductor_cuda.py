@@ -1,0 +1,140 @@
+"""Inductor's CUDA code, run on meta: what a compiled step allocates on the GPU, from Inductor's own decisions.
+
+AOTAutograd runs on meta (memgraph/compiled/aot_graphs.py: Inductor's decompositions, PyTorch's partitioner; on
+fake CUDA tensors a CPU build aborts in autograd, which needs a CUDA device guard). Each partitioned graph, forward
+and backward, then goes to Inductor as on a GPU (``compile_fx_inner``, as Inductor's own fw/bw compilers call it):
+its device arguments made ``cuda:0`` and its inputs fake CUDA tensors, so Inductor's lowering, scheduling, fusion
+and buffer reuse decide for CUDA, with the --gpu's compute capability. Inductor believes Triton and a GPU are
+there while it compiles (private_api.inductor_cuda_without_gpu): Triton kernels are generated as source and never
+compiled. The Python wrapper it generates then runs with the trace's meta tensors, as the cpu target's does
+(memgraph/compiled/inductor_cpu.py): each ``empty_strided_cuda`` buffer is a meta tensor the recorder sees born
+and freed (the wrapper's ``del``), extern kernels (``mm``, attention, ...) run as meta ATen ops, Triton kernels
+are stubs that only write into those buffers.
+
+Not modelled: max-autotune's choice between Triton templates and extern matmuls (it benchmarks on the device;
+the extern kernels run here, same output buffers), the compile-time spike of the first step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+import torch
+
+from memgraph.compiled.graphs import GraphStats
+from memgraph.private_api import compile_internals, inductor_cuda_without_gpu
+
+_META = torch.device("meta")
+_CUDA = torch.device("cuda", 0)
+
+
+def _on_cuda(value):
+    if (isinstance(value, torch.device) and value.type == "meta") or value == "meta":
+        return _CUDA
+    if isinstance(value, (tuple, list)):
+        return type(value)(_on_cuda(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _on_cuda(v) for k, v in value.items()}
+    return value
+
+
+def graph_on_cuda(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm`` with every ``device="meta"`` argument made ``cuda:0``."""
+    for node in gm.graph.nodes:
+        node.args, node.kwargs = _on_cuda(node.args), _on_cuda(node.kwargs)
+    gm.recompile()
+    return gm
+
+
+def fake_cuda_inputs(example_inputs) -> list:
+    """Fake CUDA tensors (in the fake mode of AOTAutograd's meta example inputs) of the same shapes and strides."""
+    from torch._guards import detect_fake_mode
+
+    mode = detect_fake_mode(example_inputs)
+    out = []
+    with mode if mode is not None else contextlib.nullcontext():
+        for e in example_inputs:
+            out.append(torch.empty_strided(e.shape, e.stride(), dtype=e.dtype, device=_CUDA)
+                       if isinstance(e, torch.Tensor) else e)
+    return out
+
+
+class _Stub:
+    """What the wrapper's ``torch.cuda`` calls reach on meta: device guards and ``set_device`` do nothing."""
+
+    @staticmethod
+    def _DeviceGuard(_index):  # noqa: N802 (torch.cuda's name)
+        return contextlib.nullcontext()
+
+    @staticmethod
+    def set_device(_index) -> None:
+        return None
+
+
+class _TorchOnMeta(types.ModuleType):
+    """``torch`` for the wrapper's globals: ``torch.cuda`` the stub above, everything else torch's."""
+
+    def __init__(self):
+        super().__init__("torch")
+        self.cuda = _Stub
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+_TORCH_ON_META = _TorchOnMeta()
+
+
+def _meta_device(*_args, **_kwargs) -> torch.device:
+    return _META
+
+
+class InductorCudaCompiler:
+    """``fw_compiler`` / ``bw_compiler`` of memgraph's AOTAutograd: Inductor for CUDA, its wrapper run on meta.
+
+    Counts what the wrappers allocate (bytes and buffers, all runs)."""
+
+    def __init__(self, gpu, mode: str):
+        self.gpu, self.mode = gpu, mode
+        self.allocated_bytes = 0
+        self.buffers = 0
+
+    def forward(self, gm: torch.fx.GraphModule, example_inputs):
+        return self._compile(gm, example_inputs, is_backward=False)
+
+    def backward(self, gm: torch.fx.GraphModule, example_inputs):
+        return self._compile(gm, example_inputs, is_backward=True)
+
+    def _compile(self, gm, example_inputs, is_backward: bool):
+        api = compile_internals()
+        inputs = fake_cuda_inputs(example_inputs)
+        with inductor_cuda_without_gpu(self.gpu):
+            out = api.compile_fx_inner(graph_on_cuda(gm), inputs, is_backward=is_backward)
+        if not hasattr(out, "current_callable"):  # a graph without ops: its own forward, nothing allocated
+            return out
+        call = out.current_callable
+        module_globals = call.__globals__
+        path = module_globals.get("__file__")
+        api.PyCodeCache.modules_no_attr.pop(path, None)  # a real compile of the same code loads its own kernels
+        out.current_callable = self._on_meta(call, module_globals)
+        return out
+
+    def _on_meta(self, call, module_globals: dict):
+        swapped = {"empty_strided_cuda": self._empty, "torch": _TORCH_ON_META, "device": _meta_device}
+
+        def run(args):
+            saved = {name: module_globals.get(name) for name in swapped}
+            module_globals.update(swapped)
+            try:
+                return call(args)
+            finally:
+                module_globals.update(saved)
+
+        return run
+
+    def _empty(self, size, stride, dtype):
+        t = torch.empty_strided(size, stride, dtype=dtype, device=_META)
+        self.allocated_bytes += t.untyped_storage().nbytes()
+        self.buffers += 1
+        return t
