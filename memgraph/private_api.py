@@ -1680,6 +1680,7 @@ def inductor_cuda_without_gpu(gpu):
     from torch._inductor import async_compile, scheduler
     from torch._inductor.codegen import wrapper
     from torch._inductor.codegen.cuda import device_op_overrides
+    from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils import _triton
 
     major, minor = gpu.compute_capability
@@ -1703,7 +1704,9 @@ def inductor_cuda_without_gpu(gpu):
                (device_op_overrides.CUDADeviceOpOverrides, "import_get_raw_stream_as",
                 lambda self, name: f"{name} = lambda index: None  # memgraph: no CUDA stream on meta"),
                (async_compile.AsyncCompile, "triton",
-                lambda self, kernel_name, source_code, device_str="cuda": _StubTritonKernel(kernel_name))]
+                lambda self, kernel_name, source_code, device_str="cuda": _StubTritonKernel(kernel_name)),
+               (FakeTensor, "__invert__", _invert), (FakeTensor, "copy_", _copy),
+               (FakeTensor, "__getitem__", _getitem), (FakeTensor, "__setitem__", _setitem)]
     originals = [(owner, name, owner.__dict__.get(name, _ABSENT)) for owner, name, _ in patches]
     try:
         for owner, name, value in patches:
@@ -1718,6 +1721,56 @@ def inductor_cuda_without_gpu(gpu):
 
 
 _ABSENT = object()
+
+
+# Four Tensor methods have hand-written Python bindings that take a device guard for ``self``'s device
+# (torch/csrc/autograd/python_variable_methods.cpp THPVariable_invert, THPVariable_copy_; python_variable_indexing.cpp
+# THPVariable_getitem, THPVariable_setitem): on a fake CUDA tensor a CPU build has no CUDA guard and raises ("PyTorch
+# is not linked with support for cuda devices"; torch._C._ensureCUDADeviceGuardSet does not help in a CPU-only build).
+# Inductor's passes and decompositions call them on fake CUDA tensors; while it compiles for 'cuda' on this machine
+# they go through the ops themselves (no binding), or for indexing through a fake meta twin of the same layout.
+def _on_cuda_fake(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == "cuda"
+
+
+def _invert(self):
+    return torch.bitwise_not(self)
+
+
+def _copy(self, src, non_blocking: bool = False):
+    return torch.ops.aten.copy_.default(self, src, non_blocking)
+
+
+def _meta_twin(value):
+    """A fake meta tensor of ``value``'s layout (same fake mode); other values as they are."""
+    if not _on_cuda_fake(value):
+        return value
+    return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+
+
+def _twins(index):
+    if isinstance(index, tuple):
+        return tuple(_twins(i) for i in index)
+    if isinstance(index, list):
+        return [_twins(i) for i in index]
+    return _meta_twin(index)
+
+
+def _getitem(self, index):
+    """``self[index]``: worked out on the meta twin, answered with a fake CUDA tensor of the result's layout (a
+    fresh tensor, not a view: only the layout is read while Inductor compiles)."""
+    if not _on_cuda_fake(self):
+        return torch.Tensor.__getitem__(self, index)
+    out = torch.Tensor.__getitem__(_meta_twin(self), _twins(index))
+    return torch.empty_strided(out.shape, out.stride(), dtype=out.dtype, device=self.device)
+
+
+def _setitem(self, index, value) -> None:
+    """``self[index] = value``: checked on the meta twins (fake tensors hold no values to write)."""
+    if not _on_cuda_fake(self):
+        return torch.Tensor.__setitem__(self, index, value)
+    torch.Tensor.__setitem__(_meta_twin(self), _twins(index), _meta_twin(value))
+    return None
 
 
 def _triton_header_left_out(self) -> None:

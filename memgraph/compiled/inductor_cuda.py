@@ -47,6 +47,16 @@ def graph_on_cuda(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return gm
 
 
+def _values_on_cuda(gm: torch.fx.GraphModule, inputs: list) -> torch.fx.GraphModule:
+    """Each node's ``meta["val"]`` (AOTAutograd's meta fake tensors) made anew from the fake CUDA inputs, as Inductor's
+    passes read them (torch.fx.passes.fake_tensor_prop, public)."""
+    from torch._guards import detect_fake_mode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    FakeTensorProp(gm, detect_fake_mode(inputs)).propagate_dont_convert_inputs(*inputs)
+    return gm
+
+
 def fake_cuda_inputs(example_inputs) -> list:
     """Fake CUDA tensors (in the fake mode of AOTAutograd's meta example inputs) of the same shapes and strides."""
     from torch._guards import detect_fake_mode
@@ -110,7 +120,8 @@ class InductorCudaCompiler:
         api = compile_internals()
         inputs = fake_cuda_inputs(example_inputs)
         with inductor_cuda_without_gpu(self.gpu):
-            out = api.compile_fx_inner(graph_on_cuda(gm), inputs, is_backward=is_backward)
+            gm = _values_on_cuda(graph_on_cuda(gm), inputs)
+            out = api.compile_fx_inner(gm, inputs, is_backward=is_backward)
         if not hasattr(out, "current_callable"):  # a graph without ops: its own forward, nothing allocated
             return out
         call = out.current_callable
