@@ -1633,7 +1633,7 @@ def torch_function_modes_popped():
 INDUCTOR_SM_COUNT = 132  # multiprocessors of an H100 SXM5 (NVIDIA H100 Tensor Core GPU datasheet); Inductor reads it
 # to split large reductions (torch 2.13 torch/_inductor/ir.py Reduction.num_splits), whose partials are a few KiB
 _DEVICE_INTERFACE_NAMES = ("get_device_properties", "get_compute_capability", "is_available", "device_count",
-                           "current_device")
+                           "current_device", "is_bf16_supported")
 
 
 @_guard("inductor_cuda", "torch", "torch 2.13.0, torch/_inductor scheduler, codegen, async_compile; "
@@ -1694,6 +1694,9 @@ def inductor_cuda_without_gpu(gpu):
                (interface, "is_available", staticmethod(lambda: True)),
                (interface, "device_count", staticmethod(lambda: 1)),
                (interface, "current_device", staticmethod(lambda: 0)),
+               # torch.cuda.is_bf16_supported(including_emulation=False): native bf16 from sm_80 (torch/cuda/__init__.py);
+               # Inductor skips the frame (compile_fx.py _check_triton_bf16_support) on a GPU without it
+               (interface, "is_bf16_supported", staticmethod(lambda including_emulation=True: major >= 8)),
                (interface.Worker, "get_device_properties", staticmethod(lambda device=None: props)),
                (interface.Worker, "current_device", staticmethod(lambda: 0)),
                (torch.cuda, "get_device_properties", lambda device=None: props),

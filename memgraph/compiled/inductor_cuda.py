@@ -23,7 +23,7 @@ import types
 import torch
 
 from memgraph.compiled.graphs import GraphStats
-from memgraph.private_api import compile_internals, inductor_cuda_without_gpu
+from memgraph.private_api import compile_internals, disable_current_modes, inductor_cuda_without_gpu
 
 _META = torch.device("meta")
 _CUDA = torch.device("cuda", 0)
@@ -119,7 +119,9 @@ class InductorCudaCompiler:
     def _compile(self, gm, example_inputs, is_backward: bool):
         api = compile_internals()
         inputs = fake_cuda_inputs(example_inputs)
-        with inductor_cuda_without_gpu(self.gpu):
+        # the trace's dispatch modes off while Inductor compiles (the backward compiles lazily, inside the traced
+        # backward): its fake-tensor work is no op of the step
+        with disable_current_modes(), inductor_cuda_without_gpu(self.gpu):
             gm = _values_on_cuda(graph_on_cuda(gm), inputs)
             out = api.compile_fx_inner(gm, inputs, is_backward=is_backward)
         if not hasattr(out, "current_callable"):  # a graph without ops: its own forward, nothing allocated
