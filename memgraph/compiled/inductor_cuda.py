@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import types
+import weakref
 
 import torch
 
-from memgraph.compiled.graphs import GraphStats
+from memgraph.compiled.graphs import unfused_peak
 from memgraph.private_api import compile_internals, disable_current_modes, inductor_cuda_without_gpu
 
 _META = torch.device("meta")
@@ -100,15 +101,37 @@ def _meta_device(*_args, **_kwargs) -> torch.device:
     return _META
 
 
+class _Held:
+    """Bytes of one wrapper call's buffers alive now, and the most at once."""
+
+    def __init__(self):
+        self.live = self.peak = 0
+
+    def add(self, t: torch.Tensor, nbytes: int) -> None:
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(t, self._drop, nbytes)
+
+    def _drop(self, nbytes: int) -> None:
+        self.live -= nbytes
+
+
 class InductorCudaCompiler:
     """``fw_compiler`` / ``bw_compiler`` of memgraph's AOTAutograd: Inductor for CUDA, its wrapper run on meta.
 
-    Counts what the wrappers allocate (bytes and buffers, all runs)."""
+    Counts what the wrappers allocate (bytes and buffers, all runs) and, per graph, the most bytes its wrapper's
+    buffers held at once (``fused_peaks``; a buffer counts from its allocation until the wrapper drops its tensor,
+    so views that outlive their base make this low, the unknown's slack high) beside the same graph's peak run node by
+    node (``unfused_peaks``, graphs.unfused_peak): the slack of the unfused upper end."""
 
     def __init__(self, gpu, mode: str):
         self.gpu, self.mode = gpu, mode
         self.allocated_bytes = 0
         self.buffers = 0
+        self.unfused_peaks: list[int] = []  # per compiled graph
+        self.fused_peaks: list[int] = []
+        self._current: _Held | None = None  # the buffers of the wrapper call running now
+        self._current: _Held | None = None  # the buffers of the wrapper call running now
 
     def forward(self, gm: torch.fx.GraphModule, example_inputs):
         return self._compile(gm, example_inputs, is_backward=False)
@@ -118,6 +141,9 @@ class InductorCudaCompiler:
 
     def _compile(self, gm, example_inputs, is_backward: bool):
         api = compile_internals()
+        graph = len(self.unfused_peaks)
+        self.unfused_peaks.append(unfused_peak(gm))
+        self.fused_peaks.append(0)
         inputs = fake_cuda_inputs(example_inputs)
         # the trace's dispatch modes off while Inductor compiles (the backward compiles lazily, inside the traced
         # backward): its fake-tensor work is no op of the step
@@ -130,24 +156,35 @@ class InductorCudaCompiler:
         module_globals = call.__globals__
         path = module_globals.get("__file__")
         api.PyCodeCache.modules_no_attr.pop(path, None)  # a real compile of the same code loads its own kernels
-        out.current_callable = self._on_meta(call, module_globals)
+        out.current_callable = self._on_meta(call, module_globals, graph)
         return out
 
-    def _on_meta(self, call, module_globals: dict):
+    def _on_meta(self, call, module_globals: dict, graph: int):
         swapped = {"empty_strided_cuda": self._empty, "torch": _TORCH_ON_META, "device": _meta_device}
 
         def run(args):
             saved = {name: module_globals.get(name) for name in swapped}
             module_globals.update(swapped)
+            outer, self._current = self._current, _Held()
             try:
                 return call(args)
             finally:
                 module_globals.update(saved)
+                self.fused_peaks[graph] = max(self.fused_peaks[graph], self._current.peak)
+                self._current = outer
 
         return run
 
     def _empty(self, size, stride, dtype):
         t = torch.empty_strided(size, stride, dtype=dtype, device=_META)
-        self.allocated_bytes += t.untyped_storage().nbytes()
+        nbytes = t.untyped_storage().nbytes()
+        self.allocated_bytes += nbytes
         self.buffers += 1
+        if self._current is not None:
+            self._current.add(t, nbytes)
         return t
+
+    def slack(self) -> tuple[int, int]:
+        """(fused, unfused) peak of the graph whose unfused run would hold the most bytes more than Inductor's code."""
+        pairs = list(zip(self.fused_peaks, self.unfused_peaks))
+        return max(pairs, key=lambda p: p[1] - p[0], default=(0, 0))
