@@ -1426,7 +1426,7 @@ __all__ = [
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
     "PrivateApiError", "SDPA_BINDING", "SINCE", "unavailable", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
     "TorchDispatchMode", "WeakIdKeyDictionary", "allocation_events", "body_without_torch_function_checks",
-    "composite_ops_decompose_on_meta", "inductor_cuda_without_gpu", "INDUCTOR_SM_COUNT", "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
+    "composite_ops_decompose_on_meta", "inductor_cuda_without_gpu", "inductor_joint_partition", "INDUCTOR_SM_COUNT", "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",
@@ -1658,7 +1658,29 @@ def _check_inductor_cuda():
         return "Inductor's wrapper code no longer allocates through a global empty_strided_cuda"
     if "has_triton()" not in inspect.getsource(scheduler.Scheduler.create_backend):
         return "Scheduler.create_backend no longer asks has_triton()"
+    from torch._inductor import compile_fx
+    from torch._inductor import config as inductor_config
+
+    if "partitioner_fn_override" not in _parameters(getattr(compile_fx, "partition_fn", lambda: None)):
+        return "torch._inductor.compile_fx.partition_fn no longer takes partitioner_fn_override"
+    if not hasattr(inductor_config, "joint_graph_constant_folding"):
+        return "torch._inductor.config.joint_graph_constant_folding is missing"
     return None
+
+
+def inductor_joint_partition(joint, joint_inputs, partitioner, fake_mode, **kwargs):
+    """Inductor's own partition step (torch 2.13 compile_fx.partition_fn): its joint-graph passes (pattern
+    rewrites, random ops made Inductor's seeded ones, no-op removal) on the joint graph, then ``partitioner(joint,
+    joint_inputs, **kwargs)``. Constant folding of the joint graph is off: its values are meta tensors (a few
+    constant tensors the GPU run would fold stay ops). ``fake_mode`` is the graph's, which the passes read as
+    ``torch._inductor.virtualized.V.fake_mode`` (as compile_fx sets it)."""
+    require("inductor_cuda")
+    from torch._inductor import compile_fx
+    from torch._inductor import config as inductor_config
+    from torch._inductor.virtualized import V
+
+    with inductor_config.patch(joint_graph_constant_folding=False), V.set_fake_mode(fake_mode):
+        return compile_fx.partition_fn(joint, joint_inputs, partitioner_fn_override=partitioner, **kwargs)
 
 
 class _StubTritonKernel:

@@ -28,6 +28,7 @@ class GraphsOnMeta:
         # the partitioned graphs' compilers: Inductor for CUDA (inductor_cuda.InductorCudaCompiler), else as is
         self.fw_compiler = compiler.forward if compiler is not None else _as_is
         self.bw_compiler = compiler.backward if compiler is not None else _as_is
+        self.inductor = compiler
 
     def context(self):
         api = compile_internals()
@@ -43,6 +44,11 @@ class GraphsOnMeta:
                                          partition_fn=self._partition, decompositions=compile_internals().decompositions())
 
     def _partition(self, joint, joint_inputs, **kwargs):
+        if self.inductor is not None:  # Inductor's joint-graph passes first (on the graph made CUDA), as its own
+            return self.inductor.partition(joint, joint_inputs, self._partitioned, **kwargs)  # partition step does
+        return self._partitioned(joint, joint_inputs, **kwargs)
+
+    def _partitioned(self, joint, joint_inputs, **kwargs):
         return self.stats.partition(joint, joint_inputs, self.budget, **kwargs)
 
 

@@ -24,7 +24,8 @@ import weakref
 import torch
 
 from memgraph.compiled.graphs import unfused_peak
-from memgraph.private_api import compile_internals, disable_current_modes, inductor_cuda_without_gpu
+from memgraph.private_api import (compile_internals, disable_current_modes, inductor_cuda_without_gpu,
+                                  inductor_joint_partition)
 
 _META = torch.device("meta")
 _CUDA = torch.device("cuda", 0)
@@ -48,21 +49,26 @@ def graph_on_cuda(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return gm
 
 
+def _fake_mode(values):
+    """The fake mode of the first fake tensor among ``values`` (None if none is)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return next((v.fake_mode for v in values if isinstance(v, FakeTensor)), None)
+
+
 def _values_on_cuda(gm: torch.fx.GraphModule, inputs: list) -> torch.fx.GraphModule:
     """Each node's ``meta["val"]`` (AOTAutograd's meta fake tensors) made anew from the fake CUDA inputs, as Inductor's
     passes read them (torch.fx.passes.fake_tensor_prop, public)."""
-    from torch._guards import detect_fake_mode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-    FakeTensorProp(gm, detect_fake_mode(inputs)).propagate_dont_convert_inputs(*inputs)
+    mode = _fake_mode(inputs)
+    FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*inputs)
     return gm
 
 
 def fake_cuda_inputs(example_inputs) -> list:
     """Fake CUDA tensors (in the fake mode of AOTAutograd's meta example inputs) of the same shapes and strides."""
-    from torch._guards import detect_fake_mode
-
-    mode = detect_fake_mode(example_inputs)
+    mode = _fake_mode(example_inputs)
     out = []
     with mode if mode is not None else contextlib.nullcontext():
         for e in example_inputs:
@@ -132,6 +138,18 @@ class InductorCudaCompiler:
         self.fused_peaks: list[int] = []
         self._current: _Held | None = None  # the buffers of the wrapper call running now
         self._current: _Held | None = None  # the buffers of the wrapper call running now
+
+    def partition(self, joint: torch.fx.GraphModule, joint_inputs, partitioner, **kwargs):
+        """Inductor's partition step (its joint-graph passes, then ``partitioner``) on the joint graph made CUDA:
+        Inductor's pattern passes skip nodes whose values are meta tensors (torch 2.13 lowering.py
+        fallback_node_due_to_unsupported_type), dropout's random ops among them."""
+        values = [n.meta.get("val") for n in joint.graph.find_nodes(op="placeholder")]
+        inputs = fake_cuda_inputs(values)
+        fake_mode = _fake_mode(values)
+        # the trace's dispatch modes off, AOTAutograd's fake mode on (the passes trace replacements in it)
+        with disable_current_modes(), fake_mode, inductor_cuda_without_gpu(self.gpu):
+            joint = _values_on_cuda(graph_on_cuda(joint), inputs)
+            return inductor_joint_partition(joint, joint_inputs, partitioner, fake_mode, **kwargs)
 
     def forward(self, gm: torch.fx.GraphModule, example_inputs):
         return self._compile(gm, example_inputs, is_backward=False)
