@@ -1,13 +1,9 @@
-"""The partitioned forward and backward graphs, run node by node on meta: no fusion (the cuda target).
-
-Dynamo's graph goes through AOTAutograd with PyTorch's partitioner (GraphStats.partition), with Inductor's decomposition table (as Inductor traces them, so
-the partitioner sees the same ops), and the compilers
-return the graphs themselves: each FX node runs as one ATen op on meta, its output one buffer, freed after its
-last use (FX codegen deletes each value after its last use). Inductor's CUDA fusion would not allocate the
-elementwise intermediates, so this is the upper end of what the compiled graphs allocate; what they save is the
-partitioner's choice either way. The forward emulation of the trace (CUDA autocast, the target's SDPA kernel,
-memgraph/trace/autocast_emulation.py, sdpa_kernels.py) is active while AOTAutograd traces, so the casts and the
-attention kernel are nodes of the graphs, as they are when Dynamo traces a real ``torch.autocast("cuda")``.
+"""AOTAutograd on meta for the cuda target: Dynamo's graph through AOTAutograd with Inductor's decomposition table and
+PyTorch's partitioner (GraphStats.partition), under the trace's forward emulation (CUDA autocast, the target's SDPA
+kernel: memgraph/trace/autocast_emulation.py, sdpa_kernels.py), so the casts and the attention kernel are nodes of the
+graphs, as when Dynamo traces a real ``torch.autocast("cuda")``. With a compiler (inductor_cuda.InductorCudaCompiler)
+Inductor's partition step and CUDA code make the graphs' buffers; without one each graph runs node by node on meta
+(every node's output a buffer, freed after its last use: the unfused upper end).
 """
 
 from __future__ import annotations
