@@ -26,11 +26,17 @@ class GraphsOnMeta:
         self.bw_compiler = compiler.backward if compiler is not None else _as_is
         self.inductor = compiler
 
-    def context(self):
+    def context(self) -> contextlib.ExitStack:
+        """The settings of every compile of the trace: the knapsack budget if set; with Inductor, one compile thread
+        (no worker pool) and no on-disk caches (its code here has stub kernels), as the cpu target's."""
         api = compile_internals()
-        if self.budget is None:
-            return contextlib.nullcontext()
-        return api.functorch_config.patch(activation_memory_budget=self.budget)
+        stack = contextlib.ExitStack()
+        if self.budget is not None:
+            stack.enter_context(api.functorch_config.patch(activation_memory_budget=self.budget))
+        if self.inductor is not None:
+            stack.enter_context(torch.compiler.config.patch(force_disable_caches=True))
+            stack.enter_context(api.inductor_config.patch(compile_threads=1))
+        return stack
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         emulation = self.forward_context() if self.forward_context is not None else contextlib.nullcontext()
