@@ -1624,7 +1624,8 @@ def torch_function_modes_popped():
 # capability, is_available, device count, current device) and torch.cuda.get_device_properties /
 # get_device_capability answer for the --gpu (its compute capability and memory; INDUCTOR_SM_COUNT multiprocessors);
 # the scheduler's has_triton() (torch/_inductor/scheduler.py create_backend) says yes; Triton kernels' inductor_meta
-# takes a fixed backend hash (torch.utils._triton.triton_hash_with_backend imports Triton); the wrapper's Triton
+# takes a fixed backend hash (torch.utils._triton.triton_hash_with_backend imports Triton); Inductor's joint-graph
+# passes (compile_fx._recursive_joint_graph_passes, as compile_fx.partition_fn runs them before the partitioner); the wrapper's Triton
 # header (PythonWrapperCodegen.write_triton_header_once: ``import triton``) is left out and its ``get_raw_stream``
 # (CUDADeviceOpOverrides.import_get_raw_stream_as: torch._C._cuda_getCurrentRawStream, absent in a CPU build) is a
 # stub; AsyncCompile.triton returns a stub kernel whose ``run`` does nothing (no Triton compile). Read from torch
@@ -1661,17 +1662,18 @@ def _check_inductor_cuda():
     from torch._inductor import compile_fx
     from torch._inductor import config as inductor_config
 
-    if "partitioner_fn_override" not in _parameters(getattr(compile_fx, "partition_fn", lambda: None)):
-        return "torch._inductor.compile_fx.partition_fn no longer takes partitioner_fn_override"
+    passes = getattr(compile_fx, "_recursive_joint_graph_passes", None)
+    if passes is None or _parameters(passes)[:3] != ["gm", "skip_invoke_subgraph", "input_device"]:
+        return "torch._inductor.compile_fx._recursive_joint_graph_passes(gm, skip_invoke_subgraph, input_device) changed"
     if not hasattr(inductor_config, "joint_graph_constant_folding"):
         return "torch._inductor.config.joint_graph_constant_folding is missing"
     return None
 
 
 def inductor_joint_partition(joint, joint_inputs, partitioner, fake_mode, **kwargs):
-    """Inductor's own partition step (torch 2.13 compile_fx.partition_fn): its joint-graph passes (pattern
-    rewrites, random ops made Inductor's seeded ones, no-op removal) on the joint graph, then ``partitioner(joint,
-    joint_inputs, **kwargs)``. Constant folding of the joint graph is off: its values are meta tensors (a few
+    """Inductor's own partition step as torch 2.13 compile_fx.partition_fn runs it: its joint-graph passes
+    (``_recursive_joint_graph_passes``: pattern rewrites, random ops made Inductor's seeded ones, no-op removal) on the
+    joint graph, then ``partitioner(joint, joint_inputs, **kwargs)`` (where partition_fn calls the partitioner). Constant folding of the joint graph is off: its values are meta tensors (a few
     constant tensors the GPU run would fold stay ops). ``fake_mode`` is the graph's, which the passes read as
     ``torch._inductor.virtualized.V.fake_mode`` (as compile_fx sets it)."""
     require("inductor_cuda")
@@ -1680,7 +1682,9 @@ def inductor_joint_partition(joint, joint_inputs, partitioner, fake_mode, **kwar
     from torch._inductor.virtualized import V
 
     with inductor_config.patch(joint_graph_constant_folding=False), V.set_fake_mode(fake_mode):
-        return compile_fx.partition_fn(joint, joint_inputs, partitioner_fn_override=partitioner, **kwargs)
+        joint = compile_fx._recursive_joint_graph_passes(joint, skip_invoke_subgraph=True,
+                                                          input_device=torch.device("cuda", 0))
+    return partitioner(joint, joint_inputs, **kwargs)
 
 
 class _StubTritonKernel:
