@@ -56,6 +56,15 @@ def _fake_mode(values):
     return next((v.fake_mode for v in values if isinstance(v, FakeTensor)), None)
 
 
+def _values_are_cuda(gm: torch.fx.GraphModule) -> bool:
+    """Whether every node's tensor value is already a CUDA one."""
+    for n in gm.graph.nodes:
+        for v in torch.utils._pytree.tree_leaves(n.meta.get("val")):
+            if isinstance(v, torch.Tensor) and v.device.type != "cuda":
+                return False
+    return True
+
+
 def _values_on_cuda(gm: torch.fx.GraphModule, inputs: list) -> torch.fx.GraphModule:
     """Each node's ``meta["val"]`` (AOTAutograd's meta fake tensors) made anew from the fake CUDA inputs, as Inductor's
     passes read them (torch.fx.passes.fake_tensor_prop, public)."""
@@ -166,7 +175,9 @@ class InductorCudaCompiler:
         # the trace's dispatch modes off while Inductor compiles (the backward compiles lazily, inside the traced
         # backward): its fake-tensor work is no op of the step
         with disable_current_modes(), inductor_cuda_without_gpu(self.gpu):
-            gm = _values_on_cuda(graph_on_cuda(gm), inputs)
+            gm = graph_on_cuda(gm)
+            if not _values_are_cuda(gm):  # the partitioner's graphs keep the joint graph's (CUDA) values
+                gm = _values_on_cuda(gm, inputs)
             out = api.compile_fx_inner(gm, inputs, is_backward=is_backward)
         if not hasattr(out, "current_callable"):  # a graph without ops: its own forward, nothing allocated
             return out
