@@ -9,6 +9,7 @@ split actually used, ``min_cut_rematerialization_partition`` (recomputes cheap o
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import torch
@@ -116,7 +117,10 @@ def unfused_peak(graph: torch.fx.GraphModule) -> int:
     for n in nodes:
         if n.op != "call_function":
             continue
-        root = _view_root(n)
+        root = n
+        while root.op == "call_function" and (root.target is operator.getitem or getattr(root.target, "is_view", False)) \
+                and root.args and isinstance(root.args[0], torch.fx.Node):
+            root = root.args[0]  # a view, or one output of a multi-output node (counted with the node)
         if root.op != "call_function":
             continue  # a view of an input: no storage of the graph's own
         roots[n] = root
