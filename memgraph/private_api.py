@@ -1436,7 +1436,7 @@ __all__ = [
     "GradScalerAssumingFiniteGrads", "HAS_TORCH_FUNCTION", "ModTrackerCopy", "NO_META_KERNEL_OPS",
     "PrivateApiError", "SDPA_BINDING", "SINCE", "unavailable", "TENSOR_BINDINGS", "TORCH_RANGE", "TRANSFORMERS_RANGE",
     "TorchDispatchMode", "WeakIdKeyDictionary", "allocation_events", "body_without_torch_function_checks",
-    "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
+    "composite_ops_decompose_on_meta", "inductor_cuda_without_gpu", "inductor_joint_partition", "INDUCTOR_SM_COUNT", "current_graph_task_id", "deepspeed_on_meta", "default_attention", "disable_current_modes", "distributed_on_meta", "dump_memory_history", "fake_store", "fused_kernels_also_on",
     "fused_sdp_choice", "grad_scaler_state", "is_view", "kineto_events", "model_from_config",
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",
@@ -1558,6 +1558,63 @@ def dynamo_guards_see_dispatch_modes():
         guards.CheckFunctionManager.__init__ = built
 
 
+# OpOverload.py_kernels / _dispatch_cache (torch/_ops.py): AOTAutograd traces its joint graph with the Python
+# dispatcher on (torch/_functorch/_aot_autograd), which resolves each op's key from the Python kernels as the C++
+# dispatcher does from C++ ones: an op with a CompositeImplicitAutograd kernel decomposes at the Autograd key only
+# while its backend key has no kernel of its own (c10/core/dispatch/OperatorEntry.cpp, computeDispatchTableEntry).
+# torch registers Python Meta kernels (torch/_meta_registrations.py, torch/_refs, torch/_decomp: 109 aten overloads
+# in torch 2.13.0, aten::nll_loss, dropout, _fused_rms_norm among them) for such ops, so on meta tensors they reach
+# autograd's not-implemented fallback, which in its default "warn" mode gives them no gradient
+# (torch/csrc/autograd/autograd_not_implemented_fallback.cpp): the joint graph of a compiled cross-entropy on meta
+# had no gradient for the logits (and GPT-2's loss graph after its graph break none at all). On CPU and CUDA tensors
+# the same ops decompose. While memgraph's AOTAutograd runs on meta, those Python Meta kernels are set aside so that
+# the ops decompose on meta as on the GPU. Read from torch 2.13.0, torch/_ops.py (HigherOrderOperator/OpOverload).
+@_guard("composite_meta_kernels", "torch", "torch 2.13.0, torch/_ops.py OpOverload.py_kernels, _dispatch_cache")
+def _check_composite_meta_kernels():
+    op = torch.ops.aten.nll_loss.default
+    if not isinstance(getattr(op, "py_kernels", None), dict) or not isinstance(getattr(op, "_dispatch_cache", None),
+                                                                                dict):
+        return "OpOverload.py_kernels or OpOverload._dispatch_cache is no longer a dict"
+    return _missing(torch._C, "_dispatch_has_kernel_for_dispatch_key")
+
+
+def _composite_ops_with_python_meta_kernels() -> list:
+    """The loaded aten overloads with a CompositeImplicitAutograd kernel and a Python Meta kernel (an overload with a
+    Python kernel is loaded by its registration)."""
+    from torch._C import DispatchKey
+
+    found = []
+    for name in dir(torch.ops.aten):
+        packet = getattr(torch.ops.aten, name, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            if (DispatchKey.Meta in op.py_kernels
+                    and torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")):
+                found.append(op)
+    return found
+
+
+@contextlib.contextmanager
+def composite_ops_decompose_on_meta():
+    """While open, aten ops with a CompositeImplicitAutograd kernel decompose on meta tensors under the Python
+    dispatcher (their Python Meta kernels set aside), so that AOTAutograd's joint graph differentiates them."""
+    require("composite_meta_kernels")
+    from torch._C import DispatchKey
+
+    set_aside = []
+    try:
+        for op in _composite_ops_with_python_meta_kernels():
+            set_aside.append((op, op.py_kernels.pop(DispatchKey.Meta)))
+            op._dispatch_cache.clear()
+        yield len(set_aside)
+    finally:
+        for op, kernel in set_aside:
+            op.py_kernels[DispatchKey.Meta] = kernel
+            op._dispatch_cache.clear()
+
+
 @contextlib.contextmanager
 def torch_function_modes_popped():
     """The torch function modes (memgraph's autocast and SDPA-kernel emulations) off the stack for a compiled
@@ -1569,6 +1626,195 @@ def torch_function_modes_popped():
     finally:
         for mode in reversed(popped):
             torch._C._push_on_torch_function_stack(mode)
+
+
+# Inductor for 'cuda' on a machine without a GPU or Triton (memgraph/compiled/inductor_cuda.py): lowering, scheduling,
+# fusion and buffer reuse for CUDA run in Python once Inductor believes a GPU and Triton are there. While one graph
+# compiles: the CUDA device interface (torch/_dynamo/device_interface.py CudaInterface: device properties, compute
+# capability, is_available, device count, current device) and torch.cuda.get_device_properties /
+# get_device_capability answer for the --gpu (its compute capability and memory; INDUCTOR_SM_COUNT multiprocessors);
+# the scheduler's has_triton() (torch/_inductor/scheduler.py create_backend) says yes; Triton kernels' inductor_meta
+# takes a fixed backend hash (torch.utils._triton.triton_hash_with_backend imports Triton); Inductor's joint-graph
+# passes (compile_fx._recursive_joint_graph_passes, as compile_fx.partition_fn runs them before the partitioner); the wrapper's Triton
+# header (PythonWrapperCodegen.write_triton_header_once: ``import triton``) is left out and its ``get_raw_stream``
+# (CUDADeviceOpOverrides.import_get_raw_stream_as: torch._C._cuda_getCurrentRawStream, absent in a CPU build) is a
+# stub; AsyncCompile.triton returns a stub kernel whose ``run`` does nothing (no Triton compile). Read from torch
+# 2.13.0, torch/_inductor/{scheduler,async_compile}.py, codegen/wrapper.py, codegen/cuda/device_op_overrides.py,
+# runtime/hints.py (DeviceProperties.create), torch/_dynamo/device_interface.py, torch/utils/_triton.py.
+INDUCTOR_SM_COUNT = 132  # multiprocessors of an H100 SXM5 (NVIDIA H100 Tensor Core GPU datasheet); Inductor reads it
+# to split large reductions (torch 2.13 torch/_inductor/ir.py Reduction.num_splits), whose partials are a few KiB
+_DEVICE_INTERFACE_NAMES = ("get_device_properties", "get_compute_capability", "is_available", "device_count",
+                           "current_device", "is_bf16_supported")
+
+
+@_guard("inductor_cuda", "torch", "torch 2.13.0, torch/_inductor scheduler, codegen, async_compile; "
+        "torch/_dynamo/device_interface.py")
+def _check_inductor_cuda():
+    from torch._dynamo import device_interface
+    from torch._inductor import async_compile, scheduler
+    from torch._inductor.codegen import wrapper
+    from torch._inductor.codegen.cuda import device_op_overrides
+    from torch.utils import _triton
+
+    for owner, names in ((device_interface.CudaInterface, _DEVICE_INTERFACE_NAMES),
+                         (device_interface.CudaInterface.Worker, ("get_device_properties", "current_device")),
+                         (scheduler, ("has_triton",)), (_triton, ("triton_hash_with_backend",)),
+                         (wrapper.PythonWrapperCodegen, ("write_triton_header_once",)),
+                         (device_op_overrides.CUDADeviceOpOverrides, ("import_get_raw_stream_as",)),
+                         (async_compile.AsyncCompile, ("triton",))):
+        problem = _missing(owner, *names)
+        if problem:
+            return problem
+    if "empty_strided_cuda = " not in inspect.getsource(wrapper):
+        return "Inductor's wrapper code no longer allocates through a global empty_strided_cuda"
+    if "has_triton()" not in inspect.getsource(scheduler.Scheduler.create_backend):
+        return "Scheduler.create_backend no longer asks has_triton()"
+    from torch._inductor import compile_fx
+    from torch._inductor import config as inductor_config
+
+    passes = getattr(compile_fx, "_recursive_joint_graph_passes", None)
+    if passes is None or _parameters(passes)[:3] != ["gm", "skip_invoke_subgraph", "input_device"]:
+        return "torch._inductor.compile_fx._recursive_joint_graph_passes(gm, skip_invoke_subgraph, input_device) changed"
+    if not hasattr(inductor_config, "joint_graph_constant_folding"):
+        return "torch._inductor.config.joint_graph_constant_folding is missing"
+    return None
+
+
+def inductor_joint_partition(joint, joint_inputs, partitioner, fake_mode, **kwargs):
+    """Inductor's own partition step as torch 2.13 compile_fx.partition_fn runs it: its joint-graph passes
+    (``_recursive_joint_graph_passes``: pattern rewrites, random ops made Inductor's seeded ones, no-op removal) on the
+    joint graph, then ``partitioner(joint, joint_inputs, **kwargs)`` (where partition_fn calls the partitioner). Constant folding of the joint graph is off: its values are meta tensors (a few
+    constant tensors the GPU run would fold stay ops). ``fake_mode`` is the graph's, which the passes read as
+    ``torch._inductor.virtualized.V.fake_mode`` (as compile_fx sets it)."""
+    require("inductor_cuda")
+    from torch._inductor import compile_fx
+    from torch._inductor import config as inductor_config
+    from torch._inductor.virtualized import V
+
+    with inductor_config.patch(joint_graph_constant_folding=False), V.set_fake_mode(fake_mode):
+        joint = compile_fx._recursive_joint_graph_passes(joint, skip_invoke_subgraph=True,
+                                                          input_device=torch.device("cuda", 0))
+    return partitioner(joint, joint_inputs, **kwargs)
+
+
+class _StubTritonKernel:
+    """A Triton kernel generated and never compiled: ``run`` writes nothing (its buffers are meta tensors)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def run(self, *_args, **_kwargs) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def inductor_cuda_without_gpu(gpu):
+    """While open, Inductor compiles for 'cuda' on this machine as for ``gpu`` (a memgraph.facts.gpus.GpuSpec),
+    Triton kernels generated as source only (see the comment above)."""
+    require("inductor_cuda")
+    from torch._dynamo import device_interface
+    from torch._inductor import async_compile, scheduler
+    from torch._inductor.codegen import wrapper
+    from torch._inductor.codegen.cuda import device_op_overrides
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils import _triton
+
+    major, minor = gpu.compute_capability
+    props = types.SimpleNamespace(
+        name=gpu.name, major=major, minor=minor, total_memory=gpu.capacity_bytes,
+        multi_processor_count=INDUCTOR_SM_COUNT, warp_size=32, max_threads_per_block=1024,  # CUDA limits, sm_70+
+        regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, gcnArchName="")
+    interface = device_interface.CudaInterface
+    patches = [(interface, "get_device_properties", staticmethod(lambda device=None: props)),
+               (interface, "get_compute_capability", staticmethod(lambda device=None: major * 10 + minor)),
+               (interface, "is_available", staticmethod(lambda: True)),
+               (interface, "device_count", staticmethod(lambda: 1)),
+               (interface, "current_device", staticmethod(lambda: 0)),
+               # torch.cuda.is_bf16_supported(including_emulation=False): native bf16 from sm_80 (torch/cuda/__init__.py);
+               # Inductor skips the frame (compile_fx.py _check_triton_bf16_support) on a GPU without it
+               (interface, "is_bf16_supported", staticmethod(lambda including_emulation=True: major >= 8)),
+               (interface.Worker, "get_device_properties", staticmethod(lambda device=None: props)),
+               (interface.Worker, "current_device", staticmethod(lambda: 0)),
+               (torch.cuda, "get_device_properties", lambda device=None: props),
+               (torch.cuda, "get_device_capability", lambda device=None: (major, minor)),
+               (scheduler, "has_triton", lambda: True),
+               (_triton, "triton_hash_with_backend", lambda: "memgraph-no-triton"),
+               (wrapper.PythonWrapperCodegen, "write_triton_header_once", _triton_header_left_out),
+               (device_op_overrides.CUDADeviceOpOverrides, "import_get_raw_stream_as",
+                lambda self, name: f"{name} = lambda index: None  # memgraph: no CUDA stream on meta"),
+               (async_compile.AsyncCompile, "triton",
+                lambda self, kernel_name, source_code, device_str="cuda": _StubTritonKernel(kernel_name)),
+               (FakeTensor, "__invert__", _invert), (FakeTensor, "copy_", _copy),
+               (FakeTensor, "__getitem__", _getitem), (FakeTensor, "__setitem__", _setitem)]
+    originals = [(owner, name, owner.__dict__.get(name, _ABSENT)) for owner, name, _ in patches]
+    try:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        yield props
+    finally:
+        for owner, name, value in reversed(originals):
+            if value is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
+_ABSENT = object()
+
+
+# Four Tensor methods have hand-written Python bindings that take a device guard for ``self``'s device
+# (torch/csrc/autograd/python_variable_methods.cpp THPVariable_invert, THPVariable_copy_; python_variable_indexing.cpp
+# THPVariable_getitem, THPVariable_setitem): on a fake CUDA tensor a CPU build has no CUDA guard and raises ("PyTorch
+# is not linked with support for cuda devices"; torch._C._ensureCUDADeviceGuardSet does not help in a CPU-only build).
+# Inductor's passes and decompositions call them on fake CUDA tensors; while it compiles for 'cuda' on this machine
+# they go through the ops themselves (no binding), or for indexing through a fake meta twin of the same layout.
+def _on_cuda_fake(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == "cuda"
+
+
+def _invert(self):
+    return torch.bitwise_not(self)
+
+
+def _copy(self, src, non_blocking: bool = False):
+    return torch.ops.aten.copy_.default(self, src, non_blocking)
+
+
+def _meta_twin(value):
+    """A fake meta tensor of ``value``'s layout (same fake mode); other values as they are."""
+    if not _on_cuda_fake(value):
+        return value
+    return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+
+
+def _twins(index):
+    if isinstance(index, tuple):
+        return tuple(_twins(i) for i in index)
+    if isinstance(index, list):
+        return [_twins(i) for i in index]
+    return _meta_twin(index)
+
+
+def _getitem(self, index):
+    """``self[index]``: worked out on the meta twin, answered with a fake CUDA tensor of the result's layout (a
+    fresh tensor, not a view: only the layout is read while Inductor compiles)."""
+    if not _on_cuda_fake(self):
+        return torch.Tensor.__getitem__(self, index)
+    out = torch.Tensor.__getitem__(_meta_twin(self), _twins(index))
+    return torch.empty_strided(out.shape, out.stride(), dtype=out.dtype, device=self.device)
+
+
+def _setitem(self, index, value) -> None:
+    """``self[index] = value``: checked on the meta twins (fake tensors hold no values to write)."""
+    if not _on_cuda_fake(self):
+        return torch.Tensor.__setitem__(self, index, value)
+    torch.Tensor.__setitem__(_meta_twin(self), _twins(index), _meta_twin(value))
+    return None
+
+
+def _triton_header_left_out(self) -> None:
+    """PythonWrapperCodegen.write_triton_header_once without ``import triton``: only the raw-stream line."""
+    self.write_get_raw_stream_header()
 
 
 # --------------------------------------------------------------------------------------------

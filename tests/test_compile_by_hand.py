@@ -38,7 +38,7 @@ def test_min_cut_recomputes_the_sigmoid_cpu_target():
 
 
 def test_min_cut_recomputes_the_sigmoid_cuda_target():
-    """The cuda target partitions the same joint graph (Inductor's decompositions) without Inductor's fusion."""
+    """The cuda target partitions the same joint graph (Inductor's decompositions and joint-graph passes)."""
     r = analyze(MLP, inputs=("x=float32[4,16]",), optimizer="sgd", target="cuda", compile=True)
     assert _saved(r.notes) == (EAGER_SAVED, COMPILED_SAVED) == (1536, 1024)
     assert "1 graph, 0 graph breaks" in r.notes[[n.startswith("compiled:") for n in r.notes].index(True)]
@@ -52,3 +52,33 @@ def test_reduce_overhead_is_refused_in_one_line():
         analyze(MLP, inputs=("x=float32[4,16]",), compile=True, compile_mode="reduce-overhead")
     with pytest.raises(MemgraphError, match="--activation-memory-budget is a torch.compile option"):
         analyze(MLP, inputs=("x=float32[4,16]",), activation_memory_budget=0.5)
+
+
+# Inductor's CUDA code for the same step (memgraph/compiled/inductor_cuda.py), worked out by hand: 4 x 32 fp32 is
+# 512 B, 4 x 8 is 128 B, W2's gradient [8, 32] 1024 B, W1's [32, 16] 2048 B.
+# forward: buf0 = h (mm), buf1 = a = h * sigmoid(h) (one fused Triton kernel: s is never a buffer), buf2 = out
+#   (mm): 512 + 512 + 128 = 1152 B, all three returned (h and a saved, out the output)
+# backward: buf0 = dW2 = tangent^T @ a (1024), buf1 = da = tangent @ W2 (512), dh = da * (s + h s (1 - s)) with s
+#   recomputed, in one fused kernel written into buf1 (Inductor's in-place reuse: "buf2 = buf1; del buf1  # reuse"),
+#   buf3 = dW1 = dh^T @ x (2048): 1024 + 512 + 2048 = 3584 B
+FUSED_FORWARD = 512 + 512 + 128  # 1152
+FUSED_BACKWARD = 1024 + 512 + 2048  # 3584
+# the forward graph run node by node (graphs.unfused_peak): h, s, a alive together at mul (s's last use):
+# 3 x 512 = 1536 B; the backward's unfused peak exceeds its fused one by less (checked: the unknown names the forward)
+UNFUSED_FORWARD = 3 * 512  # 1536
+
+
+def test_inductor_cuda_buffers_by_hand():
+    r = analyze(MLP, inputs=("x=float32[4,16]",), optimizer="sgd", target="cuda", compile=True)
+    line = next(n for n in r.notes if n.startswith("compiled:"))
+    assert "Inductor's CUDA code" in line
+    per_step = FUSED_FORWARD + FUSED_BACKWARD  # 4736
+    assert f"Inductor's code allocated 4.62 KiB ({per_step:,} B) per step (6 buffers)" in line, line
+    fusion = next(u for u in r.unknowns if u["name"].startswith("Inductor's CUDA fusion"))
+    assert (fusion["expected_bytes"], fusion["upper_bytes"]) == (FUSED_FORWARD, UNFUSED_FORWARD) == (1152, 1536)
+    # steady-state peak: in the backward at dW1's allocation, every block rounded up to the caching allocator's
+    # 512 B minimum (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize): cuBLAS + cuBLASLt workspaces of the main
+    # and autograd threads 2 x (32 MiB + 1 MiB) = 69,206,016; W1, W2 2048 + 1024; x 512; dW2, dW1 1024 + 2048;
+    # out, loss, ones_like (the loss's gradient) and dh: 4 x 512; h and a are freed (the wrapper's del) before dW1
+    workspaces = 2 * (32 * 2**20 + 2**20)
+    assert r.steady_state_peak.bytes == workspaces + 3072 + 512 + 3072 + 4 * 512 == 69_214_720

@@ -131,6 +131,9 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
     "transformers_audio_processors": ("transformers.Qwen2AudioProcessor", "_process_audio",
                                       lambda self, audios, **kw: None, "_process_audio"),
     "dynamo_guard_keys": ("torch._C", "_IncludeDispatchKeyGuard", None, "_IncludeDispatchKeyGuard"),
+    "composite_meta_kernels": ("torch._C", "_dispatch_has_kernel_for_dispatch_key", None,
+                               "_dispatch_has_kernel_for_dispatch_key"),
+    "inductor_cuda": ("torch._inductor.scheduler", "has_triton", None, "has_triton"),
 }
 
 

@@ -11,9 +11,9 @@ when they run:
   and partitioner as in a real CPU run) and its generated wrapper runs on meta: every buffer it allocates is a
   meta tensor, the C++ kernels are stubs (memgraph/compiled/inductor_cpu.py). Exact against the real compiled
   step on the CPU (tests/test_compile_ground_truth.py);
-* cuda target: Inductor's CUDA code generation needs a GPU (or Triton and a dozen private patches), so the
-  partitioned forward and backward graphs run node by node: every node's output is a buffer, no fusion, the
-  upper end of what Inductor allocates, recorded as a bounded unknown (memgraph/compiled/aot_graphs.py).
+* cuda target: AOTAutograd on meta, then Inductor's partition step and its CUDA lowering, fusion and buffer reuse
+  on fake CUDA tensors (Triton kernels generated, never compiled), its wrapper run on meta
+  (memgraph/compiled/inductor_cuda.py); no fusion at all is the upper end, a bounded unknown.
 
 The eager parts (the loss unless inside the model, the optimizer step, zero_grad, the loop) are traced as today.
 """

@@ -1,13 +1,9 @@
-"""The partitioned forward and backward graphs, run node by node on meta: no fusion (the cuda target).
-
-Dynamo's graph goes through AOTAutograd with PyTorch's partitioner (GraphStats.partition), with Inductor's decomposition table (as Inductor traces them, so
-the partitioner sees the same ops), and the compilers
-return the graphs themselves: each FX node runs as one ATen op on meta, its output one buffer, freed after its
-last use (FX codegen deletes each value after its last use). Inductor's CUDA fusion would not allocate the
-elementwise intermediates, so this is the upper end of what the compiled graphs allocate; what they save is the
-partitioner's choice either way. The forward emulation of the trace (CUDA autocast, the target's SDPA kernel,
-memgraph/trace/autocast_emulation.py, sdpa_kernels.py) is active while AOTAutograd traces, so the casts and the
-attention kernel are nodes of the graphs, as they are when Dynamo traces a real ``torch.autocast("cuda")``.
+"""AOTAutograd on meta for the cuda target: Dynamo's graph through AOTAutograd with Inductor's decomposition table and
+PyTorch's partitioner (GraphStats.partition), under the trace's forward emulation (CUDA autocast, the target's SDPA
+kernel: memgraph/trace/autocast_emulation.py, sdpa_kernels.py), so the casts and the attention kernel are nodes of the
+graphs, as when Dynamo traces a real ``torch.autocast("cuda")``. With a compiler (inductor_cuda.InductorCudaCompiler)
+Inductor's partition step and CUDA code make the graphs' buffers; without one each graph runs node by node on meta
+(every node's output a buffer, freed after its last use: the unfused upper end).
 """
 
 from __future__ import annotations
@@ -18,27 +14,43 @@ import torch
 from functorch.compile import aot_module_simplified, make_boxed_func
 
 from memgraph.compiled.graphs import GraphStats
-from memgraph.private_api import compile_internals
+from memgraph.private_api import compile_internals, composite_ops_decompose_on_meta
 
 
 class GraphsOnMeta:
-    def __init__(self, stats: GraphStats, budget: float | None, forward_context=None):
+    def __init__(self, stats: GraphStats, budget: float | None, forward_context=None, compiler=None):
         self.stats, self.budget = stats, budget
         self.forward_context = forward_context  # zero-argument factory of the trace's forward emulation
+        # the partitioned graphs' compilers: Inductor for CUDA (inductor_cuda.InductorCudaCompiler), else as is
+        self.fw_compiler = compiler.forward if compiler is not None else _as_is
+        self.bw_compiler = compiler.backward if compiler is not None else _as_is
+        self.inductor = compiler
 
-    def context(self):
+    def context(self) -> contextlib.ExitStack:
+        """The settings of every compile of the trace: the knapsack budget if set; with Inductor, one compile thread
+        (no worker pool) and no on-disk caches (its code here has stub kernels), as the cpu target's."""
         api = compile_internals()
-        if self.budget is None:
-            return contextlib.nullcontext()
-        return api.functorch_config.patch(activation_memory_budget=self.budget)
+        stack = contextlib.ExitStack()
+        if self.budget is not None:
+            stack.enter_context(api.functorch_config.patch(activation_memory_budget=self.budget))
+        if self.inductor is not None:
+            stack.enter_context(torch.compiler.config.patch(force_disable_caches=True))
+            stack.enter_context(api.inductor_config.patch(compile_threads=1))
+        return stack
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         emulation = self.forward_context() if self.forward_context is not None else contextlib.nullcontext()
-        with emulation:
-            return aot_module_simplified(gm, example_inputs, fw_compiler=_as_is, bw_compiler=_as_is,
+        with emulation, composite_ops_decompose_on_meta():  # else nll_loss & co. get no gradient on meta
+            return aot_module_simplified(gm, example_inputs, fw_compiler=self.fw_compiler,
+                                         bw_compiler=self.bw_compiler,
                                          partition_fn=self._partition, decompositions=compile_internals().decompositions())
 
     def _partition(self, joint, joint_inputs, **kwargs):
+        if self.inductor is not None:  # Inductor's joint-graph passes first (on the graph made CUDA), as its own
+            return self.inductor.partition(joint, joint_inputs, self._partitioned, **kwargs)  # partition step does
+        return self._partitioned(joint, joint_inputs, **kwargs)
+
+    def _partitioned(self, joint, joint_inputs, **kwargs):
         return self.stats.partition(joint, joint_inputs, self.budget, **kwargs)
 
 

@@ -9,6 +9,7 @@ split actually used, ``min_cut_rematerialization_partition`` (recomputes cheap o
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import torch
@@ -103,3 +104,42 @@ class GraphStats:
 def _op_nodes(g: torch.fx.GraphModule) -> int:
     return sum(1 for n in g.graph.nodes if n.op == "call_function")
 
+
+
+def unfused_peak(graph: torch.fx.GraphModule) -> int:
+    """The most bytes ``graph``'s own values hold at once when each op node is its own buffer (the graph run node by
+    node, as FX codegen runs it: a value is freed after its last use, a view keeps its base alive, the outputs stay).
+    The graph's inputs are not counted."""
+    nodes = list(graph.graph.nodes)
+    order = {n: i for i, n in enumerate(nodes)}
+    end = len(nodes)
+    roots, last = {}, {}
+    for n in nodes:
+        if n.op != "call_function":
+            continue
+        root = n
+        while root.op == "call_function" and (root.target is operator.getitem or getattr(root.target, "is_view", False)) \
+                and root.args and isinstance(root.args[0], torch.fx.Node):
+            root = root.args[0]  # a view, or one output of a multi-output node (counted with the node)
+        if root.op != "call_function":
+            continue  # a view of an input: no storage of the graph's own
+        roots[n] = root
+        if root is n:
+            last.setdefault(n, order[n])
+    for n in nodes:
+        for user in n.users:
+            if n in roots:
+                root = roots[n]
+                last[root] = max(last.get(root, order[root]), end if user.op == "output" else order[user])
+    sizes = {root: sum(tensor_bytes(v) for v in (root.meta.get("val") if isinstance(root.meta.get("val"), (tuple, list))
+                                                  else (root.meta.get("val"),)))
+             for root in last}
+    delta = [0] * (end + 2)
+    for root, stop in last.items():
+        delta[order[root]] += sizes[root]
+        delta[stop + 1] -= sizes[root]
+    live = peak = 0
+    for d in delta:
+        live += d
+        peak = max(peak, live)
+    return peak

@@ -10,6 +10,8 @@ from memgraph.compiled.aot_graphs import GraphsOnMeta
 from memgraph.compiled.graph_breaks import one_line
 from memgraph.compiled.graphs import GraphStats
 from memgraph.compiled.inductor_cpu import InductorOnMeta
+from memgraph.compiled.inductor_cuda import InductorCudaCompiler
+from memgraph.facts.gpus import get_gpu
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.private_api import compile_internals, dynamo_guards_see_dispatch_modes, torch_function_modes_popped
 from memgraph.units import human_bytes
@@ -28,7 +30,8 @@ class CompiledStep:
         if opts.target == "cpu":
             self.backend = InductorOnMeta(self.stats, opts.compile_mode, budget)
         else:
-            self.backend = GraphsOnMeta(self.stats, budget, forward_context)
+            self.inductor = InductorCudaCompiler(get_gpu(opts.gpu), opts.compile_mode)
+            self.backend = GraphsOnMeta(self.stats, budget, forward_context, self.inductor)
         self._breaks: dict[str, int] = {}
 
     @contextlib.contextmanager
@@ -63,21 +66,17 @@ class CompiledStep:
         s = self.stats
         graphs, eager, saved = len(s.step()), s.total("eager_saved"), s.total("compiled_saved")
         nodes, unfused = s.total("forward_nodes") + s.total("backward_nodes"), s.total("unfused_bytes")
-        target = "Inductor's C++ backend" if self.opts.target == "cpu" else "AOTAutograd's graphs, unfused"
+        target = "Inductor's C++ backend" if self.opts.target == "cpu" else "Inductor's CUDA code (Triton not run)"
         budget = self.opts.activation_memory_budget
         partitioner = ("min_cut_rematerialization_partition" if budget is None
                        else f"the knapsack partitioner (activation_memory_budget={budget})")
         line = (f"compiled: torch.compile (mode {self.opts.compile_mode}), {graphs} graph{'s' if graphs != 1 else ''}"
                 f", {sum(self._breaks.values())} graph breaks, {target}, {partitioner}; saved activations: eager "
                 f"{_b(eager)}, compiled {_b(saved)}{_change(eager, saved)}")
-        if self.opts.target == "cpu":
-            line += (f"; fusion: the graphs' {nodes} nodes would allocate {_b(unfused)} per step unfused, Inductor's "
-                     f"code allocated {_b(self.backend.allocated_bytes // self.opts.iterations)} per step "
-                     f"({self.backend.buffers // self.opts.iterations} buffers)")
-        else:
-            line += (f"; {s.total('forward_nodes')} forward and {s.total('backward_nodes')} backward nodes, each its "
-                     f"own buffer ({_b(unfused)} per step): Inductor's CUDA fusion is not run, so the compiled graphs' "
-                     "transient memory is the upper end (bounded unknown)")
+        inductor = self.backend if self.opts.target == "cpu" else self.inductor
+        line += (f"; fusion: the graphs' {nodes} nodes would allocate {_b(unfused)} per step unfused, Inductor's "
+                 f"code allocated {_b(inductor.allocated_bytes // self.opts.iterations)} per step "
+                 f"({inductor.buffers // self.opts.iterations} buffers)")
         notes = [line]
         notes += [f"graph break ({n}x): {one_line(reason)}" for reason, n in self._breaks.items()]
         notes.append("compile: the first step also compiles (Dynamo, AOTAutograd, Inductor run on the host with "
@@ -86,13 +85,17 @@ class CompiledStep:
         return notes
 
     def unknowns(self) -> list[BoundedUnknown]:
-        unfused = self.stats.total("unfused_bytes")
+        """cuda target: Inductor's CUDA decisions are the expected figure (its Triton kernels never run, its
+        heuristics read the --gpu's properties, max-autotune's choices are not made); no fusion at all is the upper
+        end: the graph whose node-by-node run would hold the most bytes more than Inductor's code held."""
         if self.opts.target == "cpu" or not self.stats.partitions:
             return []
+        fused, unfused = self.inductor.slack()
         return [BoundedUnknown(
-            "Inductor's CUDA fusion (not run without a GPU: every graph node its own buffer, the upper end)",
-            unfused, unfused,
-            "torch 2.13 torch/_inductor/scheduler.py: fusion only removes buffers; memgraph/compiled/aot_graphs.py")]
+            "Inductor's CUDA fusion (decided as on the GPU; unfused, every graph node its own buffer, the upper end)",
+            fused, max(fused, unfused),
+            "torch 2.13 torch/_inductor/scheduler.py (fusion), codegen/wrapper.py (buffer reuse); "
+            "memgraph/compiled/inductor_cuda.py, graphs.unfused_peak")]
 
 
 class _CompiledCall:

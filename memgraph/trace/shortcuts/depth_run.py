@@ -69,6 +69,11 @@ def trace_with_depth_synthesis(spec, opts, trace_at):
     """The trace of ``spec`` under ``opts``: ``trace_at(spec)`` (a full trace), or a verified synthesis."""
     if opts.depth_synthesis == "off":
         return trace_at(spec)
+    if opts.compile:  # one compiled graph spans every layer: its ops are not attributed to layers, and the traces at
+        trace = trace_at(spec)  # smaller depths were made only to be set aside (their unknowns differ)
+        trace.notes.append("depth synthesis: not used (--compile: the compiled graphs span all layers); "
+                           "all layers traced")
+        return trace
     depth, why = model_depth(spec)
     period = layer_period(opts)
     if depth is not None and period > 1 and depth % period:
