@@ -131,6 +131,7 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
     "transformers_audio_processors": ("transformers.Qwen2AudioProcessor", "_process_audio",
                                       lambda self, audios, **kw: None, "_process_audio"),
     "dynamo_guard_keys": ("torch._C", "_IncludeDispatchKeyGuard", None, "_IncludeDispatchKeyGuard"),
+    "fake_mode_key": ("torch._C", "_get_dispatch_mode", None, "_get_dispatch_mode"),
 }
 
 
