@@ -48,7 +48,8 @@ def test_gradients_that_die_in_backward_give_no_bound():
 def test_which_changes_keep_params_and_grads():
     yours = TrainingOptions(seq_len=32)
     keeps = {c.name for c in CANDIDATES if c.applies_to(yours) and keeps_params_and_grads(yours, c.apply(yours))}
-    assert keeps == {"SDPA attention", "Trainer loop (outputs dropped after the loss)", "expandable segments", "chunked cross-entropy",
+    assert keeps == {"SDPA attention", "Trainer loop (outputs dropped after the loss)", "expandable segments",
+                     "chunked cross-entropy",
                      "selective checkpointing (every 2nd layer)", "gradient checkpointing", "for-loop optimizer step",
                      "activation offloading", "bf16 autocast", "8-bit AdamW (bitsandbytes)"} - \
         {c.name for c in CANDIDATES if not c.applies_to(yours)}
@@ -101,7 +102,8 @@ GiB = 1 << 30
 
 
 def _outcome(label, total, opts, changes) -> Outcome:
-    return Outcome(label, opts, total, total, total, 4 * GiB, total <= 4 * GiB, total <= 4 * GiB, 0.0, "", None, changes)
+    fits = total <= 4 * GiB
+    return Outcome(label, opts, total, total, total, 4 * GiB, fits, fits, 0.0, "", None, changes)
 
 
 def test_plans_do_not_analyse_sets_the_bound_rules_out():
@@ -123,5 +125,6 @@ def test_plans_do_not_analyse_sets_the_bound_rules_out():
                         next(c for c in CANDIDATES if c.name == n).changes) for n in names]
     assert params_and_grads(SimpleNamespace(log=log)) == 5 * GiB
     find_plans(analyses, _outcome("your settings", 10 * GiB, yours_opts, ()), singles, QUIET)
-    assert analyses.analysed == ["chunked cross-entropy + pure bf16 training", "gradient checkpointing + pure bf16 training",
+    assert analyses.analysed == ["chunked cross-entropy + pure bf16 training",
+                                 "gradient checkpointing + pure bf16 training",
                                  "chunked cross-entropy + gradient checkpointing + pure bf16 training"]

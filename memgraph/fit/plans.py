@@ -77,7 +77,8 @@ def find_plans(analyses: Analyses, yours: Outcome, singles: list[Outcome], progr
             break
         todo = _sets_to_analyse(yours, usable, size, plans)
         # not analysed: sets that cannot fit by the bound (fit/bound.py), which could be no plan (the same plans)
-        todo = [s for s in todo if size == 1 or not cannot_fit(bound, yours.options, _options(yours, s), yours.capacity)]
+        todo = [s for s in todo
+                if size == 1 or not cannot_fit(bound, yours.options, _options(yours, s), yours.capacity)]
         jobs = [(_options(yours, s), _label(s), _cost(s), _changes(s)) for s in todo if size > 1]
         if jobs:
             progress.stage(f"{len(jobs)} sets of {size} changes, analysed in parallel")
