@@ -338,6 +338,26 @@ def is_view(t: torch.Tensor) -> bool:
     return t._is_view()
 
 
+@_guard("fake_mode_key", "torch", "torch 2.13.0, torch/_C/__init__.pyi (_get_dispatch_mode, _TorchDispatchModeKey)")
+def _check_fake_mode_key():
+    if _missing(torch._C, "_get_dispatch_mode", "_TorchDispatchModeKey") or not hasattr(torch._C._TorchDispatchModeKey,
+                                                                                     "FAKE"):
+        return "torch._C._get_dispatch_mode / _TorchDispatchModeKey.FAKE is missing"
+    return None
+
+
+_check_fake_mode_key()
+
+
+def fake_mode_active() -> bool:
+    """Whether a ``FakeTensorMode`` is active: an infra mode (its own slot, _TorchDispatchModeKey.FAKE) runs below
+    the user modes such as the recorder, so while DTensor's sharding propagation runs an op on fake global-shape
+    copies (torch 2.13 torch/distributed/tensor/_sharding_prop.py ``_propagate_tensor_meta_non_cached``, once per
+    op schema a process has not seen: a cache, also in C++, ``torch._C._clear_DTensor_sharding_propagator_cache``)
+    the recorder is called with the fake mode set."""
+    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None
+
+
 def fake_tensor_type() -> type:
     """FakeTensorMode's tensor class (torch/_subclasses/fake_tensor.py ``FakeTensor``, torch 2.12-2.13). A fake tensor
     reports a device (often ``cpu``) but holds no memory: DTensor's sharding propagation

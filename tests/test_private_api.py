@@ -134,6 +134,7 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
     "composite_meta_kernels": ("torch._C", "_dispatch_has_kernel_for_dispatch_key", None,
                                "_dispatch_has_kernel_for_dispatch_key"),
     "inductor_cuda": ("torch._inductor.scheduler", "has_triton", None, "has_triton"),
+    "fake_mode_key": ("torch._C", "_get_dispatch_mode", None, "_get_dispatch_mode"),
 }
 
 

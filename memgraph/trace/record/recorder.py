@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from memgraph.errors import MemgraphError, TraceError
-from memgraph.private_api import TorchDispatchMode, fake_tensor_type
+from memgraph.private_api import TorchDispatchMode, fake_mode_active, fake_tensor_type
 from memgraph.trace.record.event_log import ALLOC, FREE, EventLog, OpRecord, Origin, Role
 
 _FAKE = fake_tensor_type()
@@ -209,7 +209,8 @@ class Recorder(TorchDispatchMode):
                 f"tracing failed at {func} in module '{where}' ({self.phase}, iteration "
                 f"{self.iteration}): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             ) from e
-        self._record(func, args, kwargs, out, module)
+        if not fake_mode_active():  # DTensor's sharding propagation: no device work, and run only on a
+            self._record(func, args, kwargs, out, module)  # cache miss, so recording it made traces differ
         return out
 
     def _record(self, func, args, kwargs, out, module: str) -> None:

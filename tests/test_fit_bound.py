@@ -1,0 +1,130 @@
+"""fit's lower bound (memgraph/fit/bound.py): parameters + gradients of your trace, and the sets of changes that
+keep them, so that a set which cannot fit by it is not analysed."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from memgraph.fit.analyses import Analyses, trace_key
+from memgraph.fit.bound import cannot_fit, keeps_params_and_grads, params_and_grads
+from memgraph.fit.candidates import CANDIDATES
+from memgraph.fit.outcome import Outcome
+from memgraph.fit.plans import find_plans
+from memgraph.fit.progress import QUIET
+from memgraph.model_spec.defaults import resolve_defaults
+from memgraph.model_spec.options import TrainingOptions
+from memgraph.model_spec.sources import resolve
+
+TINY = str(Path(__file__).parent / "configs" / "tiny-llama.json")
+# tiny-llama's parameters by hand: embedding 1000x64 = 64,000; per layer q 64x64 = 4,096, k and v 64x32 (2 kv heads
+# x head dim 16) = 2,048 each, o 4,096, gate/up/down 64x128 = 8,192 each, two norms 64 each: 36,992; 2 layers
+# 73,984; final norm 64; lm_head 64x1000 = 64,000 (not tied): 202,048 parameters
+PARAMETERS = 64_000 + 2 * (4_096 + 2 * 2_048 + 4_096 + 3 * 8_192 + 2 * 64) + 64 + 64_000
+
+
+def _setup(**kw):
+    spec = resolve(TINY)
+    return spec, resolve_defaults(spec, TrainingOptions(seq_len=32, gpu="a100-40gb", **kw)).options
+
+
+def test_params_and_grads_of_a_float32_step_by_hand():
+    spec, opts = _setup()
+    analyses = Analyses(spec)
+    o = analyses.outcome(opts, "yours")
+    assert PARAMETERS == 202_048
+    # float32 weights and float32 gradients, all alive when the last iteration's optimizer step begins
+    assert params_and_grads(analyses.traces[trace_key(opts)]) == 2 * 4 * PARAMETERS == 1_616_384
+    assert 1_616_384 <= o.allocated <= o.device_total
+
+
+def test_gradients_that_die_in_backward_give_no_bound():
+    spec, opts = _setup(optimizer_in_backward=True)
+    analyses = Analyses(spec)
+    analyses.outcome(opts, "in backward")
+    assert params_and_grads(analyses.traces[trace_key(opts)]) is None
+
+
+def test_which_changes_keep_params_and_grads():
+    yours = TrainingOptions(seq_len=32)
+    keeps = {c.name for c in CANDIDATES if c.applies_to(yours) and keeps_params_and_grads(yours, c.apply(yours))}
+    assert keeps == {"SDPA attention", "Trainer loop (outputs dropped after the loss)", "expandable segments",
+                     "chunked cross-entropy",
+                     "selective checkpointing (every 2nd layer)", "gradient checkpointing", "for-loop optimizer step",
+                     "activation offloading", "bf16 autocast", "8-bit AdamW (bitsandbytes)"} - \
+        {c.name for c in CANDIDATES if not c.applies_to(yours)}
+    # pure bf16 halves the weights, LoRA freezes them, FSDP shards them, optimizer-in-backward frees gradients early
+    assert not keeps_params_and_grads(yours, replace(yours, precision="bf16"))
+    assert not keeps_params_and_grads(yours, replace(yours, nproc=2, strategy="fsdp"))
+    assert not keeps_params_and_grads(yours, replace(yours, optimizer_in_backward=True))
+    assert keeps_params_and_grads(replace(yours, precision="bf16-mixed"), replace(yours, precision="fp16-mixed"))
+    assert cannot_fit(100, yours, replace(yours, loss="chunked-ce"), 99)
+    assert not cannot_fit(100, yours, replace(yours, loss="chunked-ce"), 100)  # 100 B may fit 100 B
+    assert not cannot_fit(None, yours, replace(yours, loss="chunked-ce"), 0)
+
+
+@pytest.mark.slow  # a trace of tiny-llama per change (about ten)
+def test_each_change_that_keeps_them_has_your_params_and_grads():
+    """Measured, not assumed: each change the bound trusts, traced, has your P + G at its optimizer step, and its
+    allocated peak is at least that."""
+    spec, opts = _setup()
+    analyses = Analyses(spec)
+    analyses.outcome(opts, "yours")
+    yours = params_and_grads(analyses.traces[trace_key(opts)])
+    checked = []
+    for c in CANDIDATES:
+        if not c.applies_to(opts) or not keeps_params_and_grads(opts, c.apply(opts)):
+            continue
+        o = analyses.outcome(c.apply(opts), c.name)
+        assert params_and_grads(analyses.traces[trace_key(c.apply(opts))]) == yours, c.name
+        assert yours <= o.allocated <= o.device_total, c.name
+        checked.append(c.name)
+    assert checked == ["expandable segments", "chunked cross-entropy", "selective checkpointing (every 2nd layer)",
+                       "gradient checkpointing", "for-loop optimizer step", "activation offloading", "bf16 autocast",
+                       "8-bit AdamW (bitsandbytes)"]
+
+
+class _Analyses:
+    """Outcomes written here (device totals: your 10 GiB less 1 GiB per change) and a trace whose P + G is given."""
+
+    def __init__(self, yours: TrainingOptions, trace):
+        self.traces, self.analysed = {trace_key(yours): trace}, []
+
+    def outcome(self, opts, label, cost="", changes=()):
+        self.analysed.append(label)
+        return _outcome(label, (10 - len(changes)) * GiB, opts, tuple(changes))
+
+    def prefetch(self, jobs):
+        pass
+
+
+GiB = 1 << 30
+
+
+def _outcome(label, total, opts, changes) -> Outcome:
+    fits = total <= 4 * GiB
+    return Outcome(label, opts, total, total, total, 4 * GiB, fits, fits, 0.0, "", None, changes)
+
+
+def test_plans_do_not_analyse_sets_the_bound_rules_out():
+    """P + G = 5 GiB on a 4 GiB card: sets of checkpointing and chunked cross-entropy (which keep them) are not
+    analysed; sets with pure bf16 (which halves them) are."""
+    from types import SimpleNamespace
+
+    from memgraph.trace.record.event_log import EventLog, Origin, Role, StorageRecord
+
+    yours_opts = TrainingOptions(seq_len=32)
+    log = EventLog(storages=[StorageRecord(0, 3 * GiB, "float32", (1,), Origin.PARAMETER, "w", "", "setup", 0, -1, 0),
+                             StorageRecord(1, 2 * GiB, "float32", (1,), Origin.OP, "g", "", "backward", 1, 0, 1,
+                                           role=Role.GRADIENT)],
+                   events=[("alloc", 0), ("alloc", 1)], phase_marks=[(0, 0, "setup"), (1, 1, "backward"),
+                                                                      (2, 1, "optimizer")])
+    analyses = _Analyses(yours_opts, SimpleNamespace(log=log))
+    names = ["chunked cross-entropy", "gradient checkpointing", "pure bf16 training"]
+    singles = [_outcome(n, 6 * GiB, next(c for c in CANDIDATES if c.name == n).apply(yours_opts),
+                        next(c for c in CANDIDATES if c.name == n).changes) for n in names]
+    assert params_and_grads(SimpleNamespace(log=log)) == 5 * GiB
+    find_plans(analyses, _outcome("your settings", 10 * GiB, yours_opts, ()), singles, QUIET)
+    assert analyses.analysed == ["chunked cross-entropy + pure bf16 training",
+                                 "gradient checkpointing + pure bf16 training",
+                                 "chunked cross-entropy + gradient checkpointing + pure bf16 training"]
