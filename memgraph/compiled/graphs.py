@@ -16,6 +16,26 @@ import torch
 from functorch.compile import default_partition, min_cut_rematerialization_partition
 
 
+def _meta_to(value, device: torch.device):
+    """``value`` (an FX node's args or kwargs) with every ``meta`` device in it made ``device``."""
+    if (isinstance(value, torch.device) and value.type == "meta") or value == "meta":
+        return device
+    if isinstance(value, (tuple, list)):
+        return type(value)(_meta_to(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _meta_to(v, device) for k, v in value.items()}
+    return value
+
+
+def graph_on(gm: torch.fx.GraphModule, device: torch.device) -> torch.fx.GraphModule:
+    """``gm`` with every ``device="meta"`` argument made ``device`` (``torch.arange(..., device=x.device)`` and the
+    like, traced on meta): Inductor compiles it for that device."""
+    for node in gm.graph.nodes:
+        node.args, node.kwargs = _meta_to(node.args, device), _meta_to(node.kwargs, device)
+    gm.recompile()
+    return gm
+
+
 def tensor_bytes(value) -> int:
     """Bytes of a (fake) tensor's elements; 0 for anything else (SymInts, None)."""
     if not isinstance(value, torch.Tensor):

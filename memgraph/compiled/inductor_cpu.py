@@ -15,7 +15,7 @@ import contextlib
 
 import torch
 
-from memgraph.compiled.graphs import GraphStats
+from memgraph.compiled.graphs import GraphStats, graph_on
 from memgraph.private_api import compile_internals
 
 _KERNEL_PREFIX = "cpp_"  # Inductor names its C++ kernels cpp_fused_*, cpp_* (torch/_inductor/codegen/cpp.py)
@@ -46,22 +46,9 @@ def _partitioner(stats: GraphStats, budget: float | None):
     return Partitioner()
 
 
-def _on_cpu(value):
-    if (isinstance(value, torch.device) and value.type == "meta") or value == "meta":
-        return _CPU
-    if isinstance(value, (tuple, list)):
-        return type(value)(_on_cpu(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _on_cpu(v) for k, v in value.items()}
-    return value
-
-
 def graph_on_cpu(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """``gm`` with every ``device="meta"`` argument made ``cpu`` (torch.arange(..., device=x.device) and the like)."""
-    for node in gm.graph.nodes:
-        node.args, node.kwargs = _on_cpu(node.args), _on_cpu(node.kwargs)
-    gm.recompile()
-    return gm
+    """``gm`` with every ``device="meta"`` argument made ``cpu``."""
+    return graph_on(gm, _CPU)
 
 
 def fake_cpu_inputs(example_inputs) -> list:

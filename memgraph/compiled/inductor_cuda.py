@@ -23,7 +23,7 @@ import weakref
 
 import torch
 
-from memgraph.compiled.graphs import unfused_peak
+from memgraph.compiled.graphs import graph_on, unfused_peak
 from memgraph.private_api import (compile_internals, disable_current_modes, inductor_cuda_without_gpu,
                                   inductor_joint_partition)
 
@@ -31,22 +31,9 @@ _META = torch.device("meta")
 _CUDA = torch.device("cuda", 0)
 
 
-def _on_cuda(value):
-    if (isinstance(value, torch.device) and value.type == "meta") or value == "meta":
-        return _CUDA
-    if isinstance(value, (tuple, list)):
-        return type(value)(_on_cuda(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _on_cuda(v) for k, v in value.items()}
-    return value
-
-
 def graph_on_cuda(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm`` with every ``device="meta"`` argument made ``cuda:0``."""
-    for node in gm.graph.nodes:
-        node.args, node.kwargs = _on_cuda(node.args), _on_cuda(node.kwargs)
-    gm.recompile()
-    return gm
+    return graph_on(gm, _CUDA)
 
 
 def _fake_mode(values):
