@@ -1766,20 +1766,10 @@ def inductor_cuda_without_gpu(gpu):
                 lambda self, kernel_name, source_code, device_str="cuda": _StubTritonKernel(kernel_name)),
                (FakeTensor, "__invert__", _invert), (FakeTensor, "copy_", _copy),
                (FakeTensor, "__getitem__", _getitem), (FakeTensor, "__setitem__", _setitem)]
-    originals = [(owner, name, owner.__dict__.get(name, _ABSENT)) for owner, name, _ in patches]
-    try:
+    with contextlib.ExitStack() as stack:  # each undone at the end (an inherited attribute removed again)
         for owner, name, value in patches:
-            setattr(owner, name, value)
+            stack.enter_context(mock.patch.object(owner, name, value))
         yield props
-    finally:
-        for owner, name, value in reversed(originals):
-            if value is _ABSENT:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
-
-
-_ABSENT = object()
 
 
 # Four Tensor methods have hand-written Python bindings that take a device guard for ``self``'s device

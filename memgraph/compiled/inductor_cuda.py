@@ -126,13 +126,12 @@ class InductorCudaCompiler:
     so views that outlive their base make this low, the unknown's slack high) beside the same graph's peak run node by
     node (``unfused_peaks``, graphs.unfused_peak): the slack of the unfused upper end."""
 
-    def __init__(self, gpu, mode: str):
-        self.gpu, self.mode = gpu, mode
+    def __init__(self, gpu):
+        self.gpu = gpu  # --compile-mode is not passed on: max-autotune's choices need the device (module docstring)
         self.allocated_bytes = 0
         self.buffers = 0
         self.unfused_peaks: list[int] = []  # per compiled graph
         self.fused_peaks: list[int] = []
-        self._current: _Held | None = None  # the buffers of the wrapper call running now
         self._current: _Held | None = None  # the buffers of the wrapper call running now
 
     def partition(self, joint: torch.fx.GraphModule, joint_inputs, partitioner, **kwargs):

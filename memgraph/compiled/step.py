@@ -30,7 +30,7 @@ class CompiledStep:
         if opts.target == "cpu":
             self.backend = InductorOnMeta(self.stats, opts.compile_mode, budget)
         else:
-            self.inductor = InductorCudaCompiler(get_gpu(opts.gpu), opts.compile_mode)
+            self.inductor = InductorCudaCompiler(get_gpu(opts.gpu))
             self.backend = GraphsOnMeta(self.stats, budget, forward_context, self.inductor)
         self._breaks: dict[str, int] = {}
 
