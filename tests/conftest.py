@@ -13,6 +13,10 @@ import pytest
 
 CONFIGS = Path(__file__).parent / "configs"
 REPO = Path(__file__).parent.parent
+# tests/configs/tiny-llama.json's parameters by hand: embedding 1000 x 64 = 64,000; per layer q 64x64 = 4,096, k and
+# v 64x32 (2 kv heads x head dim 16) = 2,048 each, o 4,096, gate/up/down 64x128 = 8,192 each, two RMSNorm weights of
+# 64: 36,992; 2 layers 73,984; final norm 64; lm_head 64 x 1000 = 64,000 (not tied): 202,048
+TINY_LLAMA_PARAMETERS = 64_000 + 2 * (4_096 + 2 * 2_048 + 4_096 + 3 * 8_192 + 2 * 64) + 64 + 64_000
 
 FULL_ONLY = ("slow", "cli")
 

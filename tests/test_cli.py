@@ -13,13 +13,10 @@ import pytest
 
 from memgraph.analysis.result import SCHEMA_VERSION
 from memgraph.cli import main
-from tests.conftest import CONFIGS
+from tests.conftest import CONFIGS, TINY_LLAMA_PARAMETERS
 
 TINY = str(CONFIGS / "tiny-llama.json")
-# tiny-llama by hand: embeddings 1000*64; per layer q 64*64, k and v 64*32, o 64*64, gate/up/down
-# 64*128 each, two RMSNorm weights 64 -> 36,992; two layers, final norm 64, untied lm_head 64*1000.
-TINY_PARAMS = 1000 * 64 + 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64 + 64 * 1000
-assert TINY_PARAMS == 202_048
+assert TINY_LLAMA_PARAMETERS == 202_048
 
 
 def run(*args):
@@ -43,7 +40,7 @@ def test_json_output_file_matches_schema(tmp_path):
     assert data["schema_version"] == SCHEMA_VERSION and data["target"] == "cuda"
     assert sum(peak["by_category"].values()) == peak["bytes"]
     assert peak["iteration"] == 2 and peak["phase"] in ("forward", "backward", "optimizer", "zero_grad")
-    assert data["parameters"] == data["trainable_parameters"] == TINY_PARAMS
+    assert data["parameters"] == data["trainable_parameters"] == TINY_LLAMA_PARAMETERS
     assert [p["phase"] for p in data["phase_peaks"]] == ["forward", "backward", "optimizer", "zero_grad"]
     assert max(p["bytes"] for p in data["phase_peaks"]) == peak["bytes"]
     # a report file gets open()'s usual mode (0666 less the umask), not the temporary file's 0600

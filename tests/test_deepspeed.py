@@ -15,11 +15,11 @@ pytest.importorskip("deepspeed")
 from memgraph.api import analyze, analyze_traced, measure  # noqa: E402
 from memgraph.errors import MemgraphError  # noqa: E402
 from memgraph.model_spec.options import TrainingOptions  # noqa: E402
+from tests.conftest import TINY_LLAMA_PARAMETERS  # noqa: E402
 
 LLAMA = "tests/configs/tiny-llama.json"
 GPT2 = "tests/configs/tiny-gpt2.json"
 CONFIGS = "tests/configs/deepspeed"
-TINY_LLAMA_PARAMETERS = 2 * 64_000 + 2 * (4_096 + 2_048 + 2_048 + 4_096 + 3 * 8_192 + 2 * 64) + 64  # 202,048
 
 
 def _config(tmp_path, zero: dict, **extra) -> str:

@@ -15,12 +15,9 @@ from memgraph.fit.progress import QUIET
 from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
+from tests.conftest import TINY_LLAMA_PARAMETERS as PARAMETERS  # by hand there
 
 TINY = str(Path(__file__).parent / "configs" / "tiny-llama.json")
-# tiny-llama's parameters by hand: embedding 1000x64 = 64,000; per layer q 64x64 = 4,096, k and v 64x32 (2 kv heads
-# x head dim 16) = 2,048 each, o 4,096, gate/up/down 64x128 = 8,192 each, two norms 64 each: 36,992; 2 layers
-# 73,984; final norm 64; lm_head 64x1000 = 64,000 (not tied): 202,048 parameters
-PARAMETERS = 64_000 + 2 * (4_096 + 2 * 2_048 + 4_096 + 3 * 8_192 + 2 * 64) + 64 + 64_000
 
 
 def _setup(**kw):
