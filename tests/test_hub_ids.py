@@ -9,8 +9,7 @@ from memgraph.api import analyze
 from memgraph.cli import main
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.sources import resolve
-from tests.conftest import CONFIGS
-from tests.test_cli import TINY_PARAMS
+from tests.conftest import CONFIGS, TINY_LLAMA_PARAMETERS
 
 
 def test_zoo_source_id_resolves_to_the_zoo_entry():
@@ -41,7 +40,7 @@ def test_cached_hub_id_analyses(tmp_path, monkeypatch):
     spec = resolve("someone/tiny-llama")
     assert spec.source == "config" and spec.name == "someone/tiny-llama"
     result = analyze("someone/tiny-llama", seq_len=32, target="cpu")
-    assert result.parameters == TINY_PARAMS  # 202,048: tests/test_cli.py counts it by hand
+    assert result.parameters == TINY_LLAMA_PARAMETERS  # 202,048: tests/conftest.py counts it by hand
 
 
 def test_hf_home_and_preprocessor_image_size(tmp_path, monkeypatch):
