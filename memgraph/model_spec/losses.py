@@ -10,7 +10,9 @@ models return what they return, so ``--loss`` says what the step does with it:
 - ``cross-entropy``: ``F.cross_entropy(out, target)``. ``target`` is the ``--input`` named
   ``target`` (int64 class indices, e.g. ``--input target=int64[32]<10``); it is made with the batch
   but not passed to the model. ``out`` has the shape ``F.cross_entropy`` takes: ``[N, C]`` or
-  ``[N, C, d1, ...]`` with the target ``[N]`` or ``[N, d1, ...]``.
+  ``[N, C, d1, ...]`` with the target ``[N]`` or ``[N, d1, ...]``. For a transformers causal LM it is a
+  hand-written loop's ``F.cross_entropy(logits.flatten(0, 1), labels.flatten())`` in the logits' dtype
+  (:func:`script_causal_ce_loss_and_batch`).
 
 ``out`` is the model's output tensor, or the first element of a tuple or list it returns.
 
