@@ -137,11 +137,12 @@ def test_cross_entropy_needs_an_int64_input_named_target():
         analyze(LINEAR, inputs=(X, "target=int64[3]"), loss="cross-entropy", target="cpu")
 
 
-def test_cross_entropy_loss_option_is_for_callables_only():
+def test_cross_entropy_loss_option_is_for_callables_and_causal_lms_only():
     # transformers models compute their own cross-entropy from labels; --loss sum is allowed for them
-    # (logits.sum(), tests/test_loss_sum_transformers.py)
+    # (logits.sum(), tests/test_loss_sum_transformers.py), and --loss cross-entropy for causal LMs
+    # (a script's loss on the logits, tests/test_loss_ce_causal_lm.py); an encoder is refused
     with pytest.raises(MemgraphError, match="applies to module:function models"):
-        analyze("tests/configs/tiny-llama.json", seq_len=16, loss="cross-entropy", target="cpu")
+        analyze("tests/configs/tiny-bert.json", seq_len=16, loss="cross-entropy", target="cpu")
 
 
 def test_loss_auto_is_the_old_rule():

@@ -68,6 +68,8 @@ def resolve_defaults(spec: ModelSpec, opts: TrainingOptions) -> Resolved:
     if not hf:
         said.append("loss " + {"auto": "the scalar output, else out.sum()", "sum": "out.sum()",
                                "cross-entropy": "F.cross_entropy(out, target)"}[opts.loss])
+    elif opts.loss == "cross-entropy":  # a causal LM without its own loss (model_spec/losses.py)
+        said.append("loss F.cross_entropy(logits.flatten(0, 1), labels.flatten()) in the logits' dtype")
     return Resolved(resolved, impl, said)
 
 

@@ -10,7 +10,9 @@ models return what they return, so ``--loss`` says what the step does with it:
 - ``cross-entropy``: ``F.cross_entropy(out, target)``. ``target`` is the ``--input`` named
   ``target`` (int64 class indices, e.g. ``--input target=int64[32]<10``); it is made with the batch
   but not passed to the model. ``out`` has the shape ``F.cross_entropy`` takes: ``[N, C]`` or
-  ``[N, C, d1, ...]`` with the target ``[N]`` or ``[N, d1, ...]``.
+  ``[N, C, d1, ...]`` with the target ``[N]`` or ``[N, d1, ...]``. For a transformers causal LM it is a
+  hand-written loop's ``F.cross_entropy(logits.flatten(0, 1), labels.flatten())`` in the logits' dtype
+  (:func:`script_causal_ce_loss_and_batch`).
 
 ``out`` is the model's output tensor, or the first element of a tuple or list it returns.
 
@@ -95,8 +97,11 @@ def _loss_and_model_batch(spec: ModelSpec, opts: TrainingOptions, batch_spec: Ba
         if opts.loss == "sum":  # logits.sum().backward(), as benchmark scripts do: the head computes no loss
             args, kwargs = batch
             return sum_loss, (args, {k: v for k, v in kwargs.items() if k != "labels"})
-        raise MemgraphError(f"--loss {opts.loss} applies to module:function models; {spec.name} computes its own "
-                            "cross-entropy from its labels: drop --loss (or use --loss sum for logits.sum())")
+        if opts.loss == "cross-entropy" and spec.task == "causal-lm" and "labels" in batch[1]:
+            return script_causal_ce_loss_and_batch(batch)
+        raise MemgraphError(f"--loss {opts.loss} applies to module:function models (cross-entropy also to causal "
+                            f"LMs); {spec.name} computes its own cross-entropy from its labels: drop --loss (or use "
+                            "--loss sum for logits.sum())")
     if opts.loss == "sum":
         return sum_loss, batch
     names = [s.name for s in batch_spec.inputs]
@@ -110,6 +115,29 @@ def _loss_and_model_batch(spec: ModelSpec, opts: TrainingOptions, batch_spec: Ba
     args, kwargs = batch
     target = args[index]
     return (lambda outputs: cross_entropy_loss(outputs, target)), (args[:index] + args[index + 1:], kwargs)
+
+
+def script_causal_ce_loss_and_batch(batch: tuple[tuple, dict]) -> tuple[Callable[[object], torch.Tensor],
+                                                                       tuple[tuple, dict]]:
+    """``--loss cross-entropy`` for a transformers causal LM: a hand-written loop's loss on the model's logits.
+
+    ``logits = model(x).logits; F.cross_entropy(logits.flatten(0, 1), y.flatten())``, as training loops outside
+    transformers write it (rasbt/LLMs-from-scratch ``calc_loss_batch``; nanoGPT's ``GPT.forward``): the model is
+    called without ``labels``, so its head computes no loss, and the cross-entropy runs in the logits' own dtype.
+    transformers' ``ForCausalLMLoss`` (transformers 5.23 ``loss/loss_utils.py``) upcasts the logits with
+    ``logits.float()`` first, so with bfloat16 logits its log_softmax output and the two gradients of the loss's
+    backward are float32: twice the bytes of each logits-sized storage. The targets are the batch's ``labels`` as
+    they are (a script's data loader yields targets already shifted by one token; no shifted copy is made).
+    """
+    args, kwargs = batch
+    targets = kwargs["labels"]
+    model_kwargs = {k: v for k, v in kwargs.items() if k != "labels"}
+
+    def compute_loss(outputs) -> torch.Tensor:
+        logits = output_tensor(outputs)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    return compute_loss, (args, model_kwargs)
 
 
 def output_tensor(outputs) -> torch.Tensor:

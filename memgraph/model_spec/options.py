@@ -57,7 +57,8 @@ LOOPS = ("auto", "plain", "trainer")
 # default before 2.0, gradients stay allocated; none: no zero_grad at all (gradients accumulate in place).
 ZERO_GRAD_MODES = ("set-to-none", "zero", "none")
 # the loss of module:function models (memgraph/model_spec/losses.py): auto = a scalar output or .loss as is, else
-# out.sum(); sum = out.sum(); cross-entropy = F.cross_entropy(out, target), target = the input named ``target``;
+# out.sum(); sum = out.sum(); cross-entropy = F.cross_entropy(out, target), target = the input named ``target``
+# (a transformers causal LM: its logits flattened against its labels, no float32 upcast);
 # chunked-ce = torchtune's chunked output projection + cross-entropy for causal LMs
 LOSSES = ("auto", "sum", "cross-entropy", "chunked-ce")
 # torch.utils.checkpoint's use_reentrant=False / True (memgraph/model_spec/checkpointing.py)
@@ -342,7 +343,9 @@ class TrainingOptions:
         "loss of `module:function` models: `auto` takes a scalar output (or `.loss`) as it is, else `out.sum()`; "
         "`sum`: `out.sum()` (also for transformers models: their logits summed, labels not passed, as "
         "`logits.sum().backward()` benchmarks do); `cross-entropy`: `F.cross_entropy(out, target)`, where `target` is the `--input` named "
-        "`target` (integer class indices; it is not passed to the model), e.g. `--input 'target=int64[32]<10'`; "
+        "`target` (integer class indices; it is not passed to the model), e.g. `--input 'target=int64[32]<10'`; for a "
+        "transformers causal LM, `F.cross_entropy(logits.flatten(0, 1), labels.flatten())` in the logits' dtype, as "
+        "hand-written loops do (transformers' own loss upcasts the logits to float32); "
         "`chunked-ce` (transformers causal LMs): the `lm_head` and cross-entropy in 8 chunks of the sequence, each "
         "upcast to float32 on its own, as torchtune's `CEWithChunkedOutputLoss`",
         choices=LOSSES)
