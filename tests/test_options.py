@@ -42,7 +42,8 @@ HELP_DEFAULTS = {
     "--nnodes": "1", "--no-reshard-after-forward": "off",
     "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off", "--fsdp-autocast": "off", "--deepspeed": "none",
     "--activation-offload": "off", "--checkpoint-impl": "non-reentrant", "--checkpoint-every": "1",
-    "--compile": "off", "--compile-mode": "default", "--activation-memory-budget": "1.0, min-cut",
+    "--compile": "off", "--compile-mode": "default", "--compile-loss": "off", "--compile-optimizer": "off",
+    "--activation-memory-budget": "1.0, min-cut",
     "--depth-synthesis": "auto",
 }
 
@@ -119,7 +120,8 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "no_reshard_after_forward": False, "fsdp_mixed_precision": False, "fsdp_autocast": False, "deepspeed": None,
             "gradient_as_bucket_view": True,
             "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
-            "compile": False, "compile_mode": "default", "activation_memory_budget": None,
+            "compile": False, "compile_mode": "default", "compile_loss": False, "compile_optimizer": False,
+            "activation_memory_budget": None,
             "depth_synthesis": "off"}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))
     for name, value in want.items():

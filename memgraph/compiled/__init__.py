@@ -18,6 +18,6 @@ when they run:
 The eager parts (the loss unless inside the model, the optimizer step, zero_grad, the loop) are traced as today.
 """
 
-from memgraph.compiled.step import CompiledStep, compile_for_real
+from memgraph.compiled.step import CompiledStep, compile_for_real, compile_step_for_real
 
-__all__ = ["CompiledStep", "compile_for_real"]
+__all__ = ["CompiledStep", "compile_for_real", "compile_step_for_real"]

@@ -25,7 +25,7 @@ import torch
 
 from memgraph.compiled.graphs import graph_on, unfused_peak
 from memgraph.private_api import (compile_internals, disable_current_modes, inductor_cuda_without_gpu,
-                                  inductor_joint_partition)
+                                  inductor_joint_partition, torch_function_modes_popped)
 
 _META = torch.device("meta")
 _CUDA = torch.device("cuda", 0)
@@ -141,8 +141,9 @@ class InductorCudaCompiler:
         values = [n.meta.get("val") for n in joint.graph.find_nodes(op="placeholder")]
         inputs = fake_cuda_inputs(values)
         fake_mode = _fake_mode(values)
-        # the trace's dispatch modes off, AOTAutograd's fake mode on (the passes trace replacements in it)
-        with disable_current_modes(), fake_mode, inductor_cuda_without_gpu(self.gpu):
+        # the trace's dispatch and torch function modes off, AOTAutograd's fake mode on (the passes trace replacements
+        # in it)
+        with disable_current_modes(), torch_function_modes_popped(), fake_mode, inductor_cuda_without_gpu(self.gpu):
             joint = _values_on_cuda(graph_on_cuda(joint), inputs)
             return inductor_joint_partition(joint, joint_inputs, partitioner, fake_mode, **kwargs)
 
@@ -158,9 +159,10 @@ class InductorCudaCompiler:
         self.unfused_peaks.append(unfused_peak(gm))
         self.fused_peaks.append(0)
         inputs = fake_cuda_inputs(example_inputs)
-        # the trace's dispatch modes off while Inductor compiles (the backward compiles lazily, inside the traced
-        # backward): its fake-tensor work is no op of the step
-        with disable_current_modes(), inductor_cuda_without_gpu(self.gpu):
+        # the trace's dispatch and torch function modes off while Inductor compiles (the backward compiles lazily,
+        # inside the traced backward, where the recorder's torch function modes, the shadow values' and the forward
+        # emulations', would see each of Inductor's own torch calls): its fake-tensor work is no op of the step
+        with disable_current_modes(), torch_function_modes_popped(), inductor_cuda_without_gpu(self.gpu):
             gm = graph_on_cuda(gm)
             if not _values_are_cuda(gm):  # the partitioner's graphs keep the joint graph's (CUDA) values
                 gm = _values_on_cuda(gm, inputs)

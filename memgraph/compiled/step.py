@@ -11,6 +11,7 @@ from memgraph.compiled.graph_breaks import one_line
 from memgraph.compiled.graphs import GraphStats
 from memgraph.compiled.inductor_cpu import InductorOnMeta
 from memgraph.compiled.inductor_cuda import InductorCudaCompiler
+from memgraph.compiled.scope import compile_scope
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.private_api import compile_internals, dynamo_guards_see_dispatch_modes, torch_function_modes_popped
@@ -62,6 +63,14 @@ class CompiledStep:
         while the compiled code runs) and its torch function modes popped (traced in by the backend instead)."""
         return _CompiledCall(runner, torch.compile(runner, backend=self.backend, dynamic=False), self.stats)
 
+    def wrap_step(self, step) -> None:
+        """``step`` (memgraph/step/build.py Step) as the compiled run has it: the model compiled, and with
+        ``--compile-loss`` / ``--compile-optimizer`` the loss function and the optimizer's ``step`` too
+        (memgraph/compiled/scope.py), each with memgraph's backend."""
+        step.runner = self.wrap(step.runner)
+        compile_scope(step, lambda fn: _CompiledCall(fn, torch.compile(fn, backend=self.backend, dynamic=False),
+                                                     self.stats, counts=False))
+
     def notes(self) -> list[str]:
         s = self.stats
         graphs, eager, saved = len(s.step()), s.total("eager_saved"), s.total("compiled_saved")
@@ -70,7 +79,11 @@ class CompiledStep:
         budget = self.opts.activation_memory_budget
         partitioner = ("min_cut_rematerialization_partition" if budget is None
                        else f"the knapsack partitioner (activation_memory_budget={budget})")
-        line = (f"compiled: torch.compile (mode {self.opts.compile_mode}), {graphs} graph{'s' if graphs != 1 else ''}"
+        also = [part for part, on in (("loss", self.opts.compile_loss), ("optimizer step", self.opts.compile_optimizer))
+                if on]
+        line = (f"compiled: torch.compile (mode {self.opts.compile_mode}"
+                f"{'; the model, ' + ' and '.join(['the ' + a for a in also]) if also else ''}), "
+                f"{graphs} graph{'s' if graphs != 1 else ''}"
                 f", {sum(self._breaks.values())} graph breaks, {target}, {partitioner}; saved activations: eager "
                 f"{_b(eager)}, compiled {_b(saved)}{_change(eager, saved)}")
         inductor = self.backend if self.opts.target == "cpu" else self.inductor
@@ -99,11 +112,14 @@ class CompiledStep:
 
 
 class _CompiledCall:
-    def __init__(self, runner, compiled, stats: GraphStats):
-        self._runner, self._compiled, self._stats = runner, compiled, stats
+    """``counts``: each call is a new call of the step (the model's); the loss's and the optimizer step's graphs are
+    counted with the model call of the same iteration (GraphStats.step)."""
+
+    def __init__(self, runner, compiled, stats: GraphStats, counts: bool = True):
+        self._runner, self._compiled, self._stats, self._counts = runner, compiled, stats, counts
 
     def __call__(self, *args, **kwargs):
-        self._stats.call += 1
+        self._stats.call += self._counts
         for mode in compile_internals().dispatch_modes():
             mode.ignore_compile_internals = _true
         with torch_function_modes_popped(), _meta_constants():
@@ -157,6 +173,14 @@ def _dispatch_modes_not_compiled():
 
 def _true() -> bool:
     return True
+
+
+def compile_step_for_real(step) -> None:
+    """``step`` compiled as a user compiles it (``memgraph measure --compile``): the model, and with
+    ``--compile-loss`` / ``--compile-optimizer`` the loss function and the optimizer's ``step`` (scope.py)."""
+    opts = step.options
+    step.runner = compile_for_real(step.runner, opts)
+    compile_scope(step, lambda fn: compile_for_real(fn, opts))
 
 
 def compile_for_real(model: torch.nn.Module, opts):

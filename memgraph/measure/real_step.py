@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from memgraph.compiled import compile_for_real
+from memgraph.compiled import compile_step_for_real
 from memgraph.model_spec.options import AUTOCAST_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.step import Step, build_step
@@ -24,7 +24,7 @@ def build_run(spec: ModelSpec, opts: TrainingOptions, device: str, distributed=N
     (measure/distributed.py): it wraps the model and partitions the optimizer as the trace does."""
     step = build_step(spec, opts, device, distributed, seed=SEED)
     if step.options.compile:  # --compile: torch.compile(model, mode=...) as a user writes it (memgraph/compiled/step.py)
-        step.runner = compile_for_real(step.runner, step.options)
+        compile_step_for_real(step)
     return step
 
 

@@ -83,6 +83,7 @@ def _differentiable(compute_loss: Callable[[object], torch.Tensor], model: str) 
             raise MemgraphError(f"{model} cannot be trained: {why}")
         return loss
 
+    checked.parts = getattr(compute_loss, "parts", None)  # the parts --compile-loss compiles (compiled/scope.py)
     return checked
 
 
@@ -207,17 +208,26 @@ def chunked_ce_loss_and_batch(spec: ModelSpec, model: torch.nn.Module | None,
     def compute_loss(outputs) -> torch.Tensor:
         hidden = decoder_output.pop("hidden")
         shifted = F.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:]  # ForCausalLMLoss's shift_labels
-        return chunked_ce_loss([head(chunk) for chunk in hidden.tensor_split(NUM_OUTPUT_CHUNKS, dim=1)], shifted)
+        return chunked_ce_loss([head(chunk) for chunk in hidden.tensor_split(NUM_OUTPUT_CHUNKS, dim=1)], shifted,
+                               parts["cross_entropy"])
 
+    parts = {"cross_entropy": chunk_cross_entropy}  # what --compile-loss compiles, as torchtune's compile_loss does
+    compute_loss.parts = parts
     return compute_loss, (args, model_kwargs)
 
 
-def chunked_ce_loss(logits: list[torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
+def chunk_cross_entropy(logits_chunk: torch.Tensor, labels_chunk: torch.Tensor) -> torch.Tensor:
+    """torchtune's ``CEWithChunkedOutputLoss.compute_cross_entropy``: one chunk upcast and its summed cross-entropy
+    (the part torchtune's ``compile: True`` compiles, memgraph/compiled/scope.py)."""
+    return F.cross_entropy(logits_chunk.float(), labels_chunk, ignore_index=IGNORE_INDEX, reduction="sum")
+
+
+def chunked_ce_loss(logits: list[torch.Tensor], labels: torch.Tensor, cross_entropy=chunk_cross_entropy) -> torch.Tensor:
     """torchtune's ``CEWithChunkedOutputLoss.forward`` (docstring of :func:`chunked_ce_loss_and_batch`)."""
     total_elements = (labels != IGNORE_INDEX).sum()
     label_chunks = [chunk.reshape(-1) for chunk in labels.tensor_split(NUM_OUTPUT_CHUNKS, dim=1)]
     logit_chunks = [chunk.reshape(-1, chunk.size(-1)) for chunk in logits]
     total_loss = 0.0
     for logits_chunk, labels_chunk in zip(logit_chunks, label_chunks):
-        total_loss += F.cross_entropy(logits_chunk.float(), labels_chunk, ignore_index=IGNORE_INDEX, reduction="sum")
+        total_loss += cross_entropy(logits_chunk, labels_chunk)
     return total_loss / total_elements

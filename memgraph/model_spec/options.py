@@ -497,11 +497,21 @@ class TrainingOptions:
     compile: bool = option(
         False, "--compile",
         "the model under `torch.compile`: Dynamo, AOTAutograd and PyTorch's min-cut partitioner as PyTorch runs them; "
-        "on the cpu target Inductor's C++ code, on the cuda target the partitioned graphs unfused (the upper end); "
-        "the loss outside the model, the optimizer step and the loop stay eager")
+        "Inductor's C++ code on the cpu target, its CUDA code (Triton not run) on the cuda target; the loss outside "
+        "the model (unless `--compile-loss`), the optimizer step (unless `--compile-optimizer`) and the loop stay "
+        "eager")
     compile_mode: str = option(
         "default", "--compile-mode", "with `--compile`: `torch.compile(mode=...)`; reduce-overhead is refused (CUDA "
         "graphs keep their own memory pool, not modelled)", choices=COMPILE_MODES, noun="compile mode")
+    compile_loss: bool = option(
+        False, "--compile-loss",
+        "with `--compile`: the loss outside the model compiled too (`torch.compile(loss_fn)`, as torchtitan does; "
+        "with `--loss chunked-ce` one chunk's cross-entropy, as torchtune's `compile: True`; a transformers "
+        "model's own loss is inside its compiled forward already)")
+    compile_optimizer: bool = option(
+        False, "--compile-optimizer",
+        "with `--compile`: the optimizer step compiled too (`torch.compile(optimizer.step)`, PyTorch's compiled "
+        "optimizer recipe); modelled for `--optimizer-impl fused`, whose kernel Dynamo leaves eager")
     activation_memory_budget: float | None = option(
         None, "--activation-memory-budget",
         "with `--compile`: `torch._functorch.config.activation_memory_budget`, the knapsack partitioner's share of "
@@ -617,7 +627,8 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
 
 def _compile_consistent(o: TrainingOptions) -> None:
     if not o.compile:
-        given = [f for f, on in (("--compile-mode", o.compile_mode != "default"),
+        given = [f for f, on in (("--compile-mode", o.compile_mode != "default"), ("--compile-loss", o.compile_loss),
+                                 ("--compile-optimizer", o.compile_optimizer),
                                  ("--activation-memory-budget", o.activation_memory_budget is not None)) if on]
         if given:
             raise MemgraphError(f"{given[0]} is a torch.compile option: pass --compile with it, or drop it")

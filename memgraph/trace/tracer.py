@@ -127,8 +127,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
         autocast_stats.on_cache = lambda t: rec.mark_role(t, Role.AUTOCAST_CACHE, modules.current)
     scaler = None if opts.deepspeed else make_scaler(opts.precision, device)  # DeepSpeed scales its own loss
     compiled = CompiledStep(opts, forward_context) if opts.compile else None  # --compile: memgraph/compiled/
-    if compiled:  # the loop calls the compiled model (memgraph/compiled/step.py)
-        step.runner = compiled.wrap(step.runner)
+    if compiled:  # the loop calls the compiled model, loss, optimizer step (memgraph/compiled/step.py)
+        compiled.wrap_step(step)
 
     kv_cache = _KVCacheWatch(rec)
     offload = OffloadEmulation(opts.target, rec.mark_saved) if opts.activation_offload else None
