@@ -52,14 +52,20 @@ TASK_MAPPINGS = {  # task family -> transformers.models.auto.modeling_auto mappi
     "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
     # the audio-language classes among the multimodal LMs (model_spec/audio_text_inputs.py is_audio_text_class_name)
     "audio-text-to-text": "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
+    # the video-taking classes among the image-text ones (model_spec/video_inputs.py is_video_class_name):
+    # transformers 5.23 names no video-text-to-text mapping
+    "video-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
 }
-TASK_FILTERS = {"audio-text-to-text": "is_audio_text_class_name"}  # task -> audio_text_inputs.py predicate
+TASK_FILTERS = {"audio-text-to-text": "is_audio_text_class_name",  # task -> audio_text_inputs.py predicate
+                "video-text-to-text": "memgraph.model_spec.video_inputs:is_video_class_name"}
 # Audio Flamingo 3 and Music Flamingo are named only in the seq2seq-LM mapping
 EXTRA_MAPPINGS = {"audio-text-to-text": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",)}
 # Task families whose inputs memgraph derives from the config only for some architectures: a row whose recipe
 # refuses the config (model_spec/multimodal_inputs.py NoImageTextLayout, model_spec/speech_inputs.py
 # NoSpeechLayout) is skipped with the recipe's reason.
-RECIPE_TASKS = ("speech-seq2seq", "image-text-to-text", "audio-text-to-text")
+RECIPE_TASKS = ("speech-seq2seq", "image-text-to-text", "audio-text-to-text", "video-text-to-text")
+VIDEO_FRAMES = 4  # video rows: one video of 4 frames (InstructBLIP-Video's processor always inserts 4), 56 px for
+# the grid models as their image rows, the tower's size for LLaVA-style ones, no image
 # A sample for the test suite: one architecture per family, one of them a mixture of experts.
 SAMPLE = {"causal-lm": ["mixtral"], "masked-lm": ["bert"], "seq2seq-lm": ["t5"],
           "sequence-classification": ["gpt2"], "image-classification": ["convnext"], "speech-seq2seq": ["whisper"],
@@ -588,6 +594,9 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
     from memgraph.model_spec.options import TrainingOptions
     from memgraph.model_spec.sources import ModelSpec
 
+    video = task == "video-text-to-text"
+    if video:
+        task = "image-text-to-text"
     cfg = tiny_config(model_type, with_vision=task == "image-text-to-text")
     kw = dict(batch_size=BATCH, seq_len=SEQ_LEN, target="cpu", optimizer="adamw")
     mtask = {"sequence-classification": "custom-named"}.get(task, task)
@@ -624,6 +633,9 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
             from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES
 
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + QUERY_VIDEO_FRAMES * cfg.num_query_tokens
+        if video:
+            kw.update(video_frames=VIDEO_FRAMES, images=None)
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + _video_tokens(cfg, layout)
     elif task == "audio-text-to-text":  # 1 s of audio: its audio tokens (the processor's count) and the text
         from memgraph.model_spec.audio_text_inputs import NoAudioTextLayout, audio_clip
 
@@ -635,6 +647,25 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
     spec = ModelSpec(name=f"{model_type} ({class_name})", source="config", task=mtask, config=cfg,
                      model_class=class_name)
     return spec, TrainingOptions(**kw)
+
+
+def _video_tokens(cfg, layout) -> int:
+    """The tokens of a video row's one video (the recipe's own count), 0 where the recipe takes no video."""
+    from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES, _native_size, qwen2_vl_video_grid, vision_of
+    from memgraph.model_spec.video_inputs import takes_video, video_tokens
+
+    try:
+        if layout == "grid":
+            return qwen2_vl_video_grid(cfg, 56, VIDEO_FRAMES)[3]
+        if layout == "query-video":
+            return QUERY_VIDEO_FRAMES * cfg.num_query_tokens
+        if layout == "fixed" and takes_video(cfg):
+            vision = vision_of(cfg)
+            return video_tokens(cfg, VIDEO_FRAMES, getattr(vision, "num_channels", None) or 3,
+                                *_native_size(vision))
+    except Exception:  # the row's reason comes from the recipe
+        return 0
+    return 0
 
 
 def _no_recipe(spec, opts) -> str:
@@ -721,9 +752,11 @@ def architectures(tasks: list[str], only: str | None) -> list[tuple[str, str, st
             if only and not any(fnmatch.fnmatch(model_type, p.strip()) for p in only.split(",")):
                 continue
             if task in TASK_FILTERS:
-                from memgraph.model_spec import audio_text_inputs
+                import importlib
 
-                if not getattr(audio_text_inputs, TASK_FILTERS[task])(class_name):
+                module, _, name = TASK_FILTERS[task].rpartition(":")
+                if not getattr(importlib.import_module(module or "memgraph.model_spec.audio_text_inputs"),
+                               name)(class_name):
                     continue
             rows.append((task, model_type, class_name))
         per_task.append(rows)

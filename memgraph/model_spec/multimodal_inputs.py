@@ -66,6 +66,7 @@ from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.soft_token_patches import is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
+from memgraph.model_spec.video_inputs import fixed_size_video, takes_video
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
 from memgraph.model_spec.patch_grid import grid_tokens, is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
@@ -151,6 +152,11 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
+    if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "soft", "fixed") \
+            and not (layout == "fixed" and takes_video(cfg)):
+        raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
+                            "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
+                            "InstructBLIP-Video take one): drop --video-frames")
     if layout == "query-video":
         inputs = _query_video(cfg, opts, defaults, dtype)
     elif layout == "cross":
@@ -164,6 +170,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _patch_rows(cfg, opts, defaults, dtype)
     elif layout == "soft":
         inputs = _soft_tokens(cfg, opts, defaults, dtype)
+    elif layout == "fixed" and getattr(opts, "video_frames", None) and takes_video(cfg):
+        inputs = fixed_size_video(cfg, opts, defaults, dtype)  # LLaVA-NeXT-Video, OneVision, Video-LLaVA
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
         if is_anyres(cfg):
