@@ -19,6 +19,7 @@ import copy
 import functools
 import inspect
 import json
+import math
 
 import torch
 
@@ -74,14 +75,29 @@ def _cached(key: str, config_class, frames: int, channels: int, height: int, wid
     return _probe(config_class.from_dict(json.loads(key)), frames, channels, height, width)
 
 
+def _onevision(cfg, frames: int, height: int, width: int) -> int:
+    """processing_llava_onevision.py ``replace_video_token`` (5.6 and 5.23 alike): ``num_frames *
+    ceil(patches / 2) ** 2 + 1`` (the newline); its model appends the newline in ``forward`` in 5.6 and in
+    ``get_video_features`` in 5.23, so the probe would miss it on the lower end."""
+    v = cfg.vision_config
+    pooled = math.ceil(height // v.patch_size / 2) * math.ceil(width // v.patch_size / 2)
+    return frames * pooled + 1
+
+
+VIDEO_RULES = {"llava_onevision": _onevision}
+
+
 def _probe(cfg, frames: int, channels: int, height: int, width: int) -> int:
+    if cfg.model_type in VIDEO_RULES:
+        return VIDEO_RULES[cfg.model_type](cfg, frames, height, width)
     what = f"{getattr(cfg, 'model_type', '?')}'s video tokens for {frames} frames of {height}x{width}"
     try:
         with torch.device("meta"):
             model = model_class_for(cfg)(copy.deepcopy(cfg))
             if not hasattr(model, "get_video_features"):
                 model = getattr(model, "model", None)
-            out = model.get_video_features(pixel_values_videos=torch.empty(1, frames, channels, height, width))
+            # the first argument: ``pixel_values_videos`` in 5.23, ``pixel_values`` in 5.6
+            out = model.get_video_features(torch.empty(1, frames, channels, height, width))
     except Exception as e:
         raise MemgraphError(f"cannot count {what}: get_video_features on one meta video failed "
                             f"({type(e).__name__}: {str(e)[:160]}); describe the inputs with --input") from e
