@@ -66,7 +66,7 @@ from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.soft_token_patches import is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
-from memgraph.model_spec.video_inputs import fixed_size_video, takes_video
+from memgraph.model_spec.video_inputs import fixed_size_video, frames_as_images, takes_video
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
 from memgraph.model_spec.patch_grid import grid_tokens, is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
@@ -592,7 +592,12 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     video = qwen2_vl_video_grid(cfg, size, frames) if frames else None
     per_video = video[3] if video else 0
     per_audio = audio.tokens if audio else 0
-    need = 1 + n * (per_image + 2) + (per_video + 2 if video else 0) + (per_audio + 2 if audio else 0)
+    # (tokens, mm_token_type, text tokens after the group): images, then the video (GLM-4.1V: one group per
+    # temporal patch, a timestamp after each, video_inputs.py frames_as_images)
+    groups = [(per_image, 1, 0)] * n
+    if video:
+        groups += [(per_video // video[0], 2, 1)] * video[0] if frames_as_images(cfg) else [(per_video, 2, 0)]
+    need = 1 + sum(t + 2 + gap for t, _, gap in groups) + (per_audio + 2 if audio else 0)
     if seq < need:
         what = (f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
                 + (f" and {per_audio} audio tokens" if audio else ""))
@@ -600,18 +605,20 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     ids, _ = sample_text_ids(cfg, b, seq)
     kind = torch.zeros(b, seq, dtype=LONG)  # mm_token_type_ids: 1 image, 2 video (processing_qwen2_vl.py)
     vision_tokens = torch.zeros(b, seq, dtype=torch.bool)
-    start, end = _token(cfg, "vision_start_token_id"), _token(cfg, "vision_end_token_id")
+    start = _token(cfg, "vision_start_token_id", "image_start_token_id")
+    end = _token(cfg, "vision_end_token_id", "image_end_token_id")
     pos = 1
-    for tokens, code in [(per_image, 1)] * n + ([(per_video, 2)] if video else []):
+    for tokens, code, gap in groups:
         ids[:, pos] = start if start is not None else ids[:, pos]
         kind[:, pos + 1:pos + 1 + tokens] = code
         ids[:, pos + 1 + tokens] = end if end is not None else ids[:, pos + 1 + tokens]
-        vision_tokens[:, pos:pos + tokens + 2] = True
-        pos += tokens + 2
+        vision_tokens[:, pos:pos + tokens + 2 + gap] = True
+        pos += tokens + 2 + gap
     if n:
         ids[kind == 1] = _token(cfg, "image_token_id", "image_token_index")
     if video:
-        ids[kind == 2] = _token(cfg, "video_token_id")
+        video_id = "image_token_id" if frames_as_images(cfg) else "video_token_id"
+        ids[kind == 2] = _token(cfg, video_id)
     if audio:  # [audio_start] [audio] * A [audio_end] after the vision inputs (processing_qwen2_5_omni.py)
         ids[:, pos] = _token(cfg, "audio_start_token_id")
         ids[:, pos + 1:pos + 1 + per_audio] = _token(cfg, "audio_token_id", "audio_token_index")

@@ -51,6 +51,17 @@ def is_video_class_name(class_name: str) -> bool:
     return "Video" in class_name or "pixel_values_videos" in inspect.signature(cls.forward).parameters
 
 
+# GLM-4.1V and the models built on it write a video as its frames' image tokens, one group per temporal patch,
+# each ``<|begin_of_image|>`` tokens ``<|end_of_image|>`` and the frame's timestamp (processing_glm4v.py
+# ``replace_frame_token_id``), and find them by the image token (modeling_glm4v.py ``get_placeholder_mask``:
+# "special_video_mask is special_image_mask"; the same in glm4v_moe, glm46v and glm_ocr, transformers 5.23)
+FRAMES_AS_IMAGES = frozenset({"glm4v", "glm4v_moe", "glm46v", "glmga", "glm_ocr"})
+
+
+def frames_as_images(cfg) -> bool:
+    return getattr(cfg, "model_type", None) in FRAMES_AS_IMAGES
+
+
 def takes_video(cfg) -> bool:
     """A fixed-size (LLaVA-style) model whose forward takes ``pixel_values_videos`` and whose config names a video
     token."""
@@ -139,4 +150,4 @@ def fixed_size_video(cfg, opts, defaults: dict, dtype: torch.dtype) -> list[Inpu
     ]
 
 
-__all__ = ["fixed_size_video", "is_video_class_name", "takes_video", "video_token_id", "video_tokens"]
+__all__ = ["FRAMES_AS_IMAGES", "fixed_size_video", "frames_as_images", "is_video_class_name", "takes_video", "video_token_id", "video_tokens"]
