@@ -66,7 +66,7 @@ from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.soft_token_patches import is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
-from memgraph.model_spec.video_inputs import fixed_size_video, frames_as_images, takes_video
+from memgraph.model_spec.video_inputs import fixed_size_video, frame_groups, frames_as_images, takes_video
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
 from memgraph.model_spec.patch_grid import grid_tokens, is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
@@ -592,11 +592,11 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     video = qwen2_vl_video_grid(cfg, size, frames) if frames else None
     per_video = video[3] if video else 0
     per_audio = audio.tokens if audio else 0
-    # (tokens, mm_token_type, text tokens after the group): images, then the video (GLM-4.1V: one group per
-    # temporal patch, a timestamp after each, video_inputs.py frames_as_images)
+    # (tokens, mm_token_type, text tokens beside the group): images, then the video (GLM-4.1V, Qwen3-VL: one group
+    # per temporal patch, a timestamp beside each, video_inputs.py frame_groups)
     groups = [(per_image, 1, 0)] * n
     if video:
-        groups += [(per_video // video[0], 2, 1)] * video[0] if frames_as_images(cfg) else [(per_video, 2, 0)]
+        groups += [(per_video // video[0], 2, 1)] * video[0] if frame_groups(cfg) else [(per_video, 2, 0)]
     need = 1 + sum(t + 2 + gap for t, _, gap in groups) + (per_audio + 2 if audio else 0)
     if seq < need:
         what = (f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")

@@ -56,10 +56,20 @@ def is_video_class_name(class_name: str) -> bool:
 # ``replace_frame_token_id``), and find them by the image token (modeling_glm4v.py ``get_placeholder_mask``:
 # "special_video_mask is special_image_mask"; the same in glm4v_moe, glm46v and glm_ocr, transformers 5.23)
 FRAMES_AS_IMAGES = frozenset({"glm4v", "glm4v_moe", "glm46v", "glmga", "glm_ocr"})
+# Qwen3-VL and the models built on it write each temporal patch of a video as its own group too, ``<t seconds>``
+# ``<|vision_start|>`` video tokens ``<|vision_end|>`` (processing_qwen3_vl.py ``replace_video_token``), and their
+# rope index takes one grid per group (modeling_qwen3_vl.py ``get_rope_index``: ``video_grid_thw`` repeated per
+# frame, ``t`` set to 1; the same in qwen3_vl_moe, qwen3_5, qwen3_5_moe, cosmos3_edge, cosmos3_omni, transformers 5.23)
+FRAME_GROUPS = FRAMES_AS_IMAGES | {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "cosmos3_edge", "cosmos3_omni"}
 
 
 def frames_as_images(cfg) -> bool:
     return getattr(cfg, "model_type", None) in FRAMES_AS_IMAGES
+
+
+def frame_groups(cfg) -> bool:
+    """One token group per temporal patch of a video, a timestamp's text beside each."""
+    return getattr(cfg, "model_type", None) in FRAME_GROUPS
 
 
 def takes_video(cfg) -> bool:
@@ -150,4 +160,4 @@ def fixed_size_video(cfg, opts, defaults: dict, dtype: torch.dtype) -> list[Inpu
     ]
 
 
-__all__ = ["FRAMES_AS_IMAGES", "fixed_size_video", "frames_as_images", "is_video_class_name", "takes_video", "video_token_id", "video_tokens"]
+__all__ = ["FRAMES_AS_IMAGES", "fixed_size_video", "frames_as_images", "frame_groups", "FRAME_GROUPS", "is_video_class_name", "takes_video", "video_token_id", "video_tokens"]
