@@ -66,7 +66,9 @@ from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.soft_token_patches import is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
-from memgraph.model_spec.video_inputs import fixed_size_video, frame_groups, frames_as_images, takes_video
+from memgraph.model_spec.video_inputs import (
+    fixed_size_video, frame_groups, frames_as_images, omni_second_per_grid, takes_video,
+)
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
 from memgraph.model_spec.patch_grid import grid_tokens, is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
@@ -647,6 +649,8 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
         gt, vh, vw, _ = video
         inputs += [InputSpec("pixel_values_videos", (b * gt * vh * vw, *row), dtype),
                    _known("video_grid_thw", torch.tensor([[gt, vh, vw]] * b, dtype=LONG))]
+        if _takes(cfg, "video_second_per_grid"):  # the omni thinkers' rope reads it (video_inputs.py)
+            inputs.append(_known("video_second_per_grid", torch.tensor([omni_second_per_grid(cfg)] * b)))
     if audio:
         feats = audio.features
         inputs.append(InputSpec("input_features", (b * feats.shape[0], *feats.shape[1:]), dtype))

@@ -72,6 +72,17 @@ def frame_groups(cfg) -> bool:
     return getattr(cfg, "model_type", None) in FRAME_GROUPS
 
 
+# processing_qwen2_5_omni.py (transformers 5.23): "default fps not saved in official ckpt, hardcode" 2.0; each
+# video's ``video_second_per_grid`` is ``temporal_patch_size / fps``, read by the thinker's rope index
+OMNI_VIDEO_FPS = 2.0
+
+
+def omni_second_per_grid(cfg) -> float:
+    from memgraph.model_spec.patch_grid import temporal_of
+
+    return temporal_of(cfg.vision_config) / OMNI_VIDEO_FPS
+
+
 def takes_video(cfg) -> bool:
     """A fixed-size (LLaVA-style) model whose forward takes ``pixel_values_videos`` and whose config names a video
     token."""
@@ -160,4 +171,4 @@ def fixed_size_video(cfg, opts, defaults: dict, dtype: torch.dtype) -> list[Inpu
     ]
 
 
-__all__ = ["FRAMES_AS_IMAGES", "fixed_size_video", "frames_as_images", "frame_groups", "FRAME_GROUPS", "is_video_class_name", "takes_video", "video_token_id", "video_tokens"]
+__all__ = ["FRAMES_AS_IMAGES", "fixed_size_video", "frames_as_images", "frame_groups", "FRAME_GROUPS", "omni_second_per_grid", "is_video_class_name", "takes_video", "video_token_id", "video_tokens"]
