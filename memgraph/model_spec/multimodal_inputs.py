@@ -570,6 +570,13 @@ def qwen2_vl_video_grid(cfg, size, frames: int) -> tuple[int, int, int, int]:
     patch, merge, temporal = _one(v.patch_size), merge_of(v), temporal_of(v)
     h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=QWEN2VL_VIDEO_MIN_PIXELS,
                         max_pixels=QWEN2VL_VIDEO_MAX_PIXELS)
+    # ERNIE-4.5-VL: frames are not grouped into patches (padded to a multiple of 2,
+    # video_processing_ernie4_5_vl_moe.py); its resampler merges temporal_merge_size frames into one token
+    # (processing_ernie4_5_vl_moe.py ``num_patches // merge_size**2 // temporal_merge_size``)
+    merge_t = getattr(v, "temporal_merge_size", None) if temporal == 1 else None
+    if isinstance(merge_t, int) and merge_t > 1:
+        gt, gh, gw = frames + -frames % merge_t, h // patch, w // patch
+        return gt, gh, gw, gt * gh * gw // (merge * merge) // merge_t
     gt, gh, gw = (frames + -frames % temporal) // temporal, h // patch, w // patch
     return gt, gh, gw, gt * gh * gw // (merge * merge)
 
