@@ -416,6 +416,28 @@ def _remap_tokens(cfg, vocab: int, others=()) -> None:
             setattr(cfg, key, new)
 
 
+# Text configs whose rotary embedding reads one rope dict per layer type (modeling_cohere_compass.py
+# CohereCompassRotaryEmbedding: ``config.rope_parameters[layer_type]``, with ``rope_theta`` and an interleaved
+# ``mrope_section``, default [24, 20, 20]); the class default (``{}``) builds no model, the released checkpoint
+# (CohereLabs/North-Micro-Vision-Instruct) names one per layer type: here each the default rope, sections scaled
+PER_LAYER_TYPE_ROPE = {"cohere_compass_text": (24, 20, 20)}
+DEFAULT_ROPE_THETA = 10000.0  # transformers modeling_rope_utils.py: the default rope's base where a config names none
+
+
+def _per_layer_type_rope(cfg) -> None:
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    sections = PER_LAYER_TYPE_ROPE.get(getattr(text, "model_type", None))
+    rope = getattr(text, "rope_parameters", None)
+    if sections is None or not isinstance(rope, dict) or set(text.layer_types) <= set(rope):
+        return
+    theta = rope.get("rope_theta", DEFAULT_ROPE_THETA)
+    text.rope_parameters = {t: {"rope_type": "default", "rope_theta": theta, "mrope_section": list(sections)}
+                            for t in dict.fromkeys(text.layer_types)}
+    for t in text.rope_parameters:  # _shrink_mrope on each: the sections sum to half the tiny head dim
+        one = type("C", (), {"head_dim": text.head_dim, "rope_parameters": text.rope_parameters[t]})()
+        _shrink_mrope(one)
+
+
 def tiny_config(model_type: str, with_vision: bool = False):
     """The config class's defaults for ``model_type``, shrunk (see :data:`_SIZES`); never downloaded.
     ``with_vision``: an optional vision sub-config the defaults leave out (Gemma 4: ``SubConfigSpec(...,
@@ -431,6 +453,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _voxtral_audio_token(cfg)
     _omni_vision_tokens(cfg)
     _shrink(cfg)
+    _per_layer_type_rope(cfg)
     _audio_output_width(cfg)
     _cross_attention_width(cfg)
     _projector_widths(cfg)
