@@ -59,8 +59,10 @@ FRAMES_AS_IMAGES = frozenset({"glm4v", "glm4v_moe", "glm46v", "glmga", "glm_ocr"
 # Qwen3-VL and the models built on it write each temporal patch of a video as its own group too, ``<t seconds>``
 # ``<|vision_start|>`` video tokens ``<|vision_end|>`` (processing_qwen3_vl.py ``replace_video_token``), and their
 # rope index takes one grid per group (modeling_qwen3_vl.py ``get_rope_index``: ``video_grid_thw`` repeated per
-# frame, ``t`` set to 1; the same in qwen3_vl_moe, qwen3_5, qwen3_5_moe, cosmos3_edge, cosmos3_omni, transformers 5.23)
-FRAME_GROUPS = FRAMES_AS_IMAGES | {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "cosmos3_edge", "cosmos3_omni"}
+# frame, ``t`` set to 1; the same in qwen3_vl_moe, qwen3_5, qwen3_5_moe, cosmos3_edge, cosmos3_omni and
+# cohere_compass (processing_cohere_compass.py ``replace_video_token``), transformers 5.23)
+FRAME_GROUPS = FRAMES_AS_IMAGES | {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "cosmos3_edge", "cosmos3_omni",
+                                   "cohere_compass"}
 
 
 def frames_as_images(cfg) -> bool:
