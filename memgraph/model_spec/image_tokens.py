@@ -37,6 +37,7 @@ class ImageProbe:
     rank: int = 4
     image_sizes: bool = False
     tiles: int = 0  # any-resolution models (anyres.py): pixel_values [images, tiles, C, s, s]; 0: not tiled
+    tile_mask: bool = False  # Granite Docling: a ``pixel_attention_mask`` [samples, tiles] of the real tiles
 
 
 def image_tokens_per_image(cfg, channels: int, height: int, width: int) -> ImageProbe:
@@ -153,6 +154,15 @@ def _mistral3(cfg, height: int, width: int) -> ImageProbe:
     return ImageProbe((height // ratio) * (width // ratio), rank=4, image_sizes=True)
 
 
+def _granite_docling(cfg, height=None, width=None) -> ImageProbe:
+    """modeling_granite_docling.py ``image_seq_len = (image_size // patch_size) ** 2 / scale_factor ** 2`` tokens
+    per tile (the vision config's scale factor), tiles as ``[samples, tiles, C, H, W]`` beside a required
+    ``pixel_attention_mask`` ``[samples, tiles]`` whose values pick the real tiles (read back: no meta probe).
+    One image at the tower's size is one tile (processing_granite_docling.py: no thumbnail for a single tile)."""
+    v = cfg.vision_config
+    return ImageProbe(int((v.image_size // v.patch_size) ** 2 / v.scale_factor ** 2), rank=5, tile_mask=True)
+
+
 # Families whose get_image_features reads pixel values back (``real_images_inds``, the per-image padding test):
 # the probe runs outside the trace (model_spec sits below trace/shadow_values.py, which answers that test in the
 # trace from ImageInput's declared no-zero fact), so their count is the processor's own rule, from the file
@@ -160,7 +170,7 @@ def _mistral3(cfg, height: int, width: int) -> ImageProbe:
 FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2,
                 # reads image_sizes back on the model's device (Mistral Large 4: the same split,
                 # modeling_mistral_large4.py get_image_features)
-                "mistral3": _mistral3, "mistral_large4": _mistral3}
+                "mistral3": _mistral3, "mistral_large4": _mistral3, "granite_docling": _granite_docling}
 
 
 def high_res_size(cfg) -> tuple[int, int] | None:

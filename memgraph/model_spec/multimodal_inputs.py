@@ -360,6 +360,8 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     high = high_res_size(cfg)
     if high is not None and _takes(cfg, "high_res_pixel_values"):  # DeepSeek-VL-Hybrid: each image again, large
         inputs.insert(2, ImageInput("high_res_pixel_values", (b * n, channels, *high), dtype))
+    if probe.tile_mask:  # every tile real (image_tokens.py _granite_docling)
+        inputs.insert(2, _known("pixel_attention_mask", torch.ones(b, n, dtype=torch.bool)))
     if probe.image_sizes:  # the processor's (height, width) of each image after its resize
         inputs.append(_known("image_sizes", torch.tensor([[h, w]] * (b * n), dtype=LONG)))
     if _takes(cfg, "qformer_input_ids"):
