@@ -438,6 +438,21 @@ def _per_layer_type_rope(cfg) -> None:
         _shrink_mrope(one)
 
 
+def _patch_to_query(cfg) -> None:
+    """Aria's projector looks its query count up by the patches of an image (modeling_aria.py AriaProjector:
+    ``patch_to_query_dict[num_patches]``; the class default {1225: 128, 4900: 256}: 490- and 980-px images of
+    14-px patches); the tiny tower's image: its patch count, with the first entry's patches per query kept
+    (1225 / 128 = 9.6: 16 patches -> round(16 * 128 / 1225) = 2 queries)."""
+    table = getattr(cfg, "projector_patch_to_query_dict", None)
+    v = getattr(cfg, "vision_config", None)
+    if not isinstance(table, dict) or not table or v is None:
+        return
+    patches = (v.image_size // v.patch_size) ** 2
+    first = min(table)
+    cfg.projector_patch_to_query_dict = {patches: max(1, round(patches * table[first] / first))}
+    cfg.max_value_projector_patch_to_query_dict = max(cfg.projector_patch_to_query_dict.values())
+
+
 def tiny_config(model_type: str, with_vision: bool = False):
     """The config class's defaults for ``model_type``, shrunk (see :data:`_SIZES`); never downloaded.
     ``with_vision``: an optional vision sub-config the defaults leave out (Gemma 4: ``SubConfigSpec(...,
@@ -454,6 +469,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _omni_vision_tokens(cfg)
     _shrink(cfg)
     _per_layer_type_rope(cfg)
+    _patch_to_query(cfg)
     _audio_output_width(cfg)
     _cross_attention_width(cfg)
     _projector_widths(cfg)

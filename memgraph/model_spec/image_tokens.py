@@ -163,6 +163,19 @@ def _granite_docling(cfg, height=None, width=None) -> ImageProbe:
     return ImageProbe(int((v.image_size // v.patch_size) ** 2 / v.scale_factor ** 2), rank=5, tile_mask=True)
 
 
+def _aria(cfg, height: int, width: int) -> ImageProbe:
+    """modeling_aria.py AriaProjector: ``patch_to_query_dict[num_patches]`` queries per image (its processor
+    inserts as many image tokens, processing_aria.py); an image whose patch count the table lacks is refused
+    there, so here."""
+    v, table = cfg.vision_config, cfg.projector_patch_to_query_dict
+    patches = (height // v.patch_size) * (width // v.patch_size)
+    if patches not in table:
+        sizes = ", ".join(str(int(p ** 0.5) * v.patch_size) for p in sorted(table))
+        raise MemgraphError(f"aria's projector takes images of {sizes} px (its patch_to_query_dict); got "
+                            f"{height}x{width} ({patches} patches): pass --image-size with one of those")
+    return ImageProbe(int(table[patches]))
+
+
 # Families whose get_image_features reads pixel values back (``real_images_inds``, the per-image padding test):
 # the probe runs outside the trace (model_spec sits below trace/shadow_values.py, which answers that test in the
 # trace from ImageInput's declared no-zero fact), so their count is the processor's own rule, from the file
@@ -170,7 +183,9 @@ def _granite_docling(cfg, height=None, width=None) -> ImageProbe:
 FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2,
                 # reads image_sizes back on the model's device (Mistral Large 4: the same split,
                 # modeling_mistral_large4.py get_image_features)
-                "mistral3": _mistral3, "mistral_large4": _mistral3, "granite_docling": _granite_docling}
+                "mistral3": _mistral3, "mistral_large4": _mistral3, "granite_docling": _granite_docling,
+                # reads the vision tower's patch mask back (Tensor.item() on meta); its count is a table lookup
+                "aria": _aria}
 
 
 def high_res_size(cfg) -> tuple[int, int] | None:
