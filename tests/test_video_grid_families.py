@@ -1,0 +1,115 @@
+"""Video rows of the patch-grid families (multimodal_inputs.py ``_qwen2_vl`` with video_inputs.py's family rules)
+and the image-text families fixed beside them (Aria, Granite Docling, Cohere Compass). Tiny configs of
+tools/coverage.py: 56-px frames of the grid models resized up into Qwen2-VL's video budget (128 * 28 * 28 =
+100,352 px minimum): smart_resize(56, 56) -> 336 x 336 px for 28-px factors."""
+
+import pytest
+import torch
+
+from memgraph.errors import MemgraphError
+from memgraph.model_spec.inputs import IGNORE_INDEX
+from memgraph.model_spec.multimodal_inputs import qwen2_vl_video_grid
+from memgraph.model_spec.options import TrainingOptions
+from tools.coverage import _spec_and_options
+
+
+def _spec(task, model_type, cls):
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.for_model(model_type)
+    except Exception:  # not in this transformers (the lower end of the supported range)
+        pytest.skip(f"transformers has no {model_type}")
+    return _spec_and_options(task, model_type, cls)
+
+
+def _batch(task, model_type, cls):
+    spec, opts = _spec(task, model_type, cls)
+    return spec, opts, {s.name: s for s in spec.batch(opts, torch.float32).inputs}
+
+
+def _runs(mask: torch.Tensor) -> list[int]:
+    """Lengths of the runs of True in a 1-D mask."""
+    out, n = [], 0
+    for v in mask.tolist() + [False]:
+        if v:
+            n += 1
+        elif n:
+            out.append(n)
+            n = 0
+    return out
+
+
+def test_glm4v_writes_a_video_as_image_token_groups_per_temporal_patch():
+    spec, opts, b = _batch("video-text-to-text", "glm4v", "Glm4vForConditionalGeneration")
+    cfg = spec.config
+    gt, gh, gw, tokens = qwen2_vl_video_grid(cfg, 56, 4)
+    # 4 frames in temporal patches of 2: 2 groups; each (gh * gw) / merge^2 tokens
+    assert gt == 2 and tokens == gt * gh * gw // cfg.vision_config.spatial_merge_size ** 2
+    ids, kind = b["input_ids"].value()[0], b["mm_token_type_ids"].value()[0]
+    assert _runs(kind == 2) == [tokens // 2, tokens // 2]  # two groups, a timestamp between them
+    assert (ids[kind == 2] == cfg.image_token_id).all()  # modeling_glm4v.py: video mask is the image mask
+    assert not (ids == cfg.video_token_id).any()
+    assert b["video_grid_thw"].value().tolist() == [[gt, gh, gw]]
+
+
+@pytest.mark.parametrize("model_type, cls", [("qwen3_vl", "Qwen3VLForConditionalGeneration"),
+                                             ("cohere_compass", "CohereCompassForConditionalGeneration")])
+def test_qwen3_vl_style_video_groups_use_the_video_token(model_type, cls):
+    spec, _, b = _batch("video-text-to-text", model_type, cls)
+    gt, _, _, tokens = qwen2_vl_video_grid(spec.config, 56, 4)
+    kind, ids = b["mm_token_type_ids"].value()[0], b["input_ids"].value()[0]
+    assert _runs(kind == 2) == [tokens // gt] * gt == [tokens // 2] * 2
+    assert (ids[kind == 2] == spec.config.video_token_id).all()
+    assert (b["labels"].value()[0][kind == 2] == IGNORE_INDEX).all()
+
+
+def test_qwen2_vl_keeps_one_video_group():
+    spec, _, b = _batch("video-text-to-text", "qwen2_vl", "Qwen2VLForConditionalGeneration")
+    _, _, _, tokens = qwen2_vl_video_grid(spec.config, 56, 4)
+    assert _runs(b["mm_token_type_ids"].value()[0] == 2) == [tokens]
+
+
+def test_ernie_merges_frames_in_its_resampler():
+    spec, opts, b = _batch("video-text-to-text", "ernie4_5_vl_moe", "Ernie4_5_VLMoeForConditionalGeneration")
+    v = spec.config.vision_config
+    assert v.temporal_merge_size == 2
+    gt, gh, gw, tokens = qwen2_vl_video_grid(spec.config, 56, 4)
+    # 4 frames kept (a multiple of 2), one row of patches per frame; tokens = 4 * gh * gw / 2^2 / 2
+    assert gt == 4 and tokens == 4 * gh * gw // 4 // 2
+    assert b["pixel_values_videos"].shape[0] == 4 * gh * gw
+    assert int((b["input_ids"].value() == spec.config.video_token_id).sum()) == tokens
+
+
+def test_omni_thinkers_get_seconds_per_grid():
+    _, _, b = _batch("video-text-to-text", "qwen2_5_omni_thinker", "Qwen2_5OmniThinkerForConditionalGeneration")
+    # processing_qwen2_5_omni.py: temporal_patch_size 2 / the hardcoded 2.0 fps = 1.0 s per grid
+    assert b["video_second_per_grid"].value().tolist() == [1.0]
+
+
+def test_aria_counts_its_projector_queries():
+    spec, opts, b = _batch("image-text-to-text", "aria", "AriaForConditionalGeneration")
+    # the tiny table: 32-px images of 8-px patches, 16 patches -> round(16 * 128 / 1225) = 2 queries
+    assert spec.config.projector_patch_to_query_dict == {16: 2}
+    assert int((b["input_ids"].value() == spec.config.image_token_index).sum()) == 2
+    with pytest.raises(MemgraphError, match="pass --image-size 32"):  # the tower's size
+        spec.batch(TrainingOptions(seq_len=64, image_size=64), torch.float32)
+
+
+def test_granite_docling_tiles_with_their_mask():
+    spec, _, b = _batch("image-text-to-text", "granite_docling", "GraniteDoclingForConditionalGeneration")
+    v = spec.config.vision_config
+    # image_seq_len = (32 // 8)^2 / scale_factor^2 tokens per tile, one tile
+    per_tile = int((v.image_size // v.patch_size) ** 2 / v.scale_factor ** 2)
+    assert int((b["input_ids"].value() == spec.config.image_token_id).sum()) == per_tile
+    assert b["pixel_values"].shape == (1, 1, 3, 32, 32)
+    assert b["pixel_attention_mask"].value().tolist() == [[True]]
+
+
+def test_cohere_compass_gets_a_rope_per_layer_type():
+    spec, _ = _spec("image-text-to-text", "cohere_compass", "CohereCompassForConditionalGeneration")
+    text = spec.config.get_text_config()
+    # [24, 20, 20] scaled to half the tiny head dim, 16 / 2 = 8: [24 * 8 // 64, 20 * 8 // 64, ...] = [3, 2, 2],
+    # the last topped up to the sum: [3, 2, 3]
+    assert text.rope_parameters == {t: {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [3, 2, 3]}
+                                    for t in set(text.layer_types)}
