@@ -70,6 +70,11 @@ def patch_inputs(cfg, n: int, height: int, width: int, dtype) -> tuple[tuple, to
     ph, pw = th // p, tw // p
     max_patches = MAX_SOFT_TOKENS * k * k
     channels = getattr(v, "num_channels", None) or 3
+    if merged_patches(v):
+        # Gemma 4 Unified: k x k patches merged into one model patch of (p * k)^2 * C values, their position the
+        # kernel's (x // k, y // k), padded to max_soft_tokens (image_processing_gemma4_unified.py patches_merge,
+        # pad_along_first_dim: ``(batch, max_soft_tokens, model_patch_size**2 * 3)``)
+        ph, pw, p, max_patches = ph // k, pw // k, p * k, MAX_SOFT_TOKENS
     ys, xs = torch.meshgrid(torch.arange(ph), torch.arange(pw), indexing="ij")
     real = torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=-1)  # (x, y), row by row, as the processor's "xy" grid
     positions = torch.full((max_patches, 2), -1, dtype=torch.int64)
@@ -77,4 +82,10 @@ def patch_inputs(cfg, n: int, height: int, width: int, dtype) -> tuple[tuple, to
     return (n, max_patches, p * p * channels), positions.unsqueeze(0).repeat(n, 1, 1)
 
 
-__all__ = ["MAX_SOFT_TOKENS", "is_soft_token_patches", "patch_inputs", "resized", "soft_tokens"]
+def merged_patches(vision) -> bool:
+    """The vision config names a merged ``model_patch_size`` (Gemma 4 Unified: ``patch_size * pooling_kernel_size``,
+    configuration_gemma4_unified.py): its processor hands the model merged patches."""
+    return isinstance(getattr(vision, "model_patch_size", None), int)
+
+
+__all__ = ["MAX_SOFT_TOKENS", "merged_patches", "is_soft_token_patches", "patch_inputs", "resized", "soft_tokens"]
