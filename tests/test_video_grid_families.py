@@ -113,3 +113,15 @@ def test_cohere_compass_gets_a_rope_per_layer_type():
     # the last topped up to the sum: [3, 2, 3]
     assert text.rope_parameters == {t: {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [3, 2, 3]}
                                     for t in set(text.layer_types)}
+
+
+def test_idefics_attends_each_token_to_the_image_before_it():
+    spec, opts = _spec("image-text-to-text", "idefics", "IdeficsForVisionText2Text")
+    b = {s.name: s for s in spec.batch(TrainingOptions(seq_len=12, images=2), torch.float32).inputs}
+    assert b["pixel_values"].shape == (1, 2, 3, 32, 32)  # [samples, images, C, H, W]
+    mask = b["image_attention_mask"].value()[0]
+    # BOS, [fake, <image>, fake] x 2 at positions 1-3 and 4-6, then text 7-11: image 0 from its <image> (2) to the
+    # next image's leading fake token (4), image 1 from its <image> (5) to the end
+    assert mask[:, 0].tolist() == [0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]
+    assert mask[:, 1].tolist() == [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]
+    assert (b["labels"].value()[0, 1:7] == IGNORE_INDEX).all() and (b["labels"].value()[0, 7:] != IGNORE_INDEX).all()

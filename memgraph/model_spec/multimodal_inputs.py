@@ -58,6 +58,7 @@ from memgraph.model_spec.anyres import describe as describe_tiles, is_anyres
 from memgraph.model_spec.cell_grid import cell_grid, cell_shape, is_cell_grid
 from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is_cross_attention
 from memgraph.model_spec.image_tokens import high_res_size, image_tokens_per_image, model_class_for
+from memgraph.model_spec.image_attention_inputs import image_attention_inputs, is_image_attention
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.patch_row_inputs import is_patch_rows
@@ -154,7 +155,7 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
-    if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "soft", "fixed") \
+    if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "soft", "fixed", "image-attention") \
             and not (layout == "fixed" and takes_video(cfg)):
         raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
                             "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
@@ -168,6 +169,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _qwen2_vl(cfg, opts, defaults, dtype, audio)
     elif layout == "prefix":
         inputs = _prefix(cfg, opts, defaults, dtype)
+    elif layout == "image-attention":
+        inputs = image_attention_inputs(cfg, opts, defaults, dtype)
     elif layout == "patch-rows":
         inputs = _patch_rows(cfg, opts, defaults, dtype)
     elif layout == "soft":
@@ -218,6 +221,9 @@ def layout_of(cfg) -> str | None:
         return "grid"  # the same layout, its sizes named otherwise (patch_grid.py)
     if _native_size(vision) is not None and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "fixed"
+    if _native_size(vision) is not None and _token(cfg, "image_token_id", "image_token_index") is None \
+            and is_image_attention(cfg, model_class_for(cfg)):
+        return "image-attention"  # Idefics 1: gated cross-attention by image_attention_mask (image_attention_inputs.py)
     if _native_size(vision) is not None and _token(cfg, "image_token_id", "image_token_index") is None \
             and is_vision_prefix(cfg, model_class_for(cfg)):
         return "prefix"  # no image token: the image enters beside the text (vision_prefix_inputs.py)
