@@ -125,3 +125,20 @@ def test_idefics_attends_each_token_to_the_image_before_it():
     assert mask[:, 0].tolist() == [0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]
     assert mask[:, 1].tolist() == [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]
     assert (b["labels"].value()[0, 1:7] == IGNORE_INDEX).all() and (b["labels"].value()[0, 7:] != IGNORE_INDEX).all()
+
+
+def test_pix2struct_patches_fill_its_budget():
+    from memgraph.model_spec.flattened_patches import patch_grid
+
+    # scale = sqrt(2048 * (16 / 56)^2) = 12.93: rows = cols = int(12.93 * 56 / 16) = int(45.25) = 45
+    assert patch_grid(56, 56) == (45, 45)
+    # scale = sqrt(2048 * 16 / 448 * 16 / 672) = 1.3197: rows int(36.95) = 36, cols int(55.43) = 55
+    assert patch_grid(448, 672) == (36, 55)
+    spec, opts, b = _batch("image-text-to-text", "pix2struct", "Pix2StructForConditionalGeneration")
+    patches = b["flattened_patches"]
+    assert patches.shape == (1, 2048, 2 + 768)  # padded to max_patches; ids + patch_embed_hidden_size values
+    assert int(b["attention_mask"].value().sum()) == 45 * 45
+    real = patches.make("cpu", torch.Generator().manual_seed(0))
+    assert real[0, :45 * 45, 0].max() == 45 and real[0, :45 * 45, 1].min() == 1  # ids from 1
+    assert not real[0, 45 * 45:].any()  # the padding is zeros
+    assert b["labels"].shape == (1, 64)  # the decoder's target text

@@ -453,6 +453,18 @@ def _patch_to_query(cfg) -> None:
     cfg.max_value_projector_patch_to_query_dict = max(cfg.projector_patch_to_query_dict.values())
 
 
+# Text configs whose attention projects queries by Linear(hidden, hidden) but splits heads of d_kv
+# (modeling_pix2struct.py Pix2StructTextAttention: ``self.query = nn.Linear(self.hidden_size, self.hidden_size)``,
+# ``view(..., -1, self.key_value_proj_dim)``): their released configs keep hidden = heads * d_kv (768 = 12 * 64)
+HIDDEN_IS_HEADS_TIMES_DKV = frozenset({"pix2struct_text_model"})
+
+
+def _head_width(cfg) -> None:
+    for sub in (getattr(cfg, "text_config", None),):
+        if getattr(sub, "model_type", None) in HIDDEN_IS_HEADS_TIMES_DKV:
+            sub.d_kv = sub.hidden_size // sub.num_heads
+
+
 def tiny_config(model_type: str, with_vision: bool = False):
     """The config class's defaults for ``model_type``, shrunk (see :data:`_SIZES`); never downloaded.
     ``with_vision``: an optional vision sub-config the defaults leave out (Gemma 4: ``SubConfigSpec(...,
@@ -470,6 +482,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _shrink(cfg)
     _per_layer_type_rope(cfg)
     _patch_to_query(cfg)
+    _head_width(cfg)
     _audio_output_width(cfg)
     _cross_attention_width(cfg)
     _projector_widths(cfg)
@@ -661,7 +674,7 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         # (min_pixels 56*56, smart_resize), a 4x4 grid of 14-px patches, 4 visual tokens after the 2x2 merge
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout == "query-video" else 1,
-                  image_size=56 if layout in ("grid", "soft") else None)
+                  image_size=56 if layout in ("grid", "soft", "flattened") else None)
         if layout == "soft":  # Gemma 4 resizes a 56-px image up into its patch budget: its soft tokens, then text
             from memgraph.model_spec.soft_token_patches import soft_tokens
 

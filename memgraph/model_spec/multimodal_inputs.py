@@ -58,6 +58,7 @@ from memgraph.model_spec.anyres import describe as describe_tiles, is_anyres
 from memgraph.model_spec.cell_grid import cell_grid, cell_shape, is_cell_grid
 from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is_cross_attention
 from memgraph.model_spec.image_tokens import high_res_size, image_tokens_per_image, model_class_for
+from memgraph.model_spec.flattened_patches import flattened_patch_inputs, is_flattened_patches
 from memgraph.model_spec.image_attention_inputs import image_attention_inputs, is_image_attention
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
@@ -155,7 +156,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
-    if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "soft", "fixed", "image-attention") \
+    if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "soft", "fixed", "image-attention",
+                                                      "flattened") \
             and not (layout == "fixed" and takes_video(cfg)):
         raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
                             "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
@@ -171,6 +173,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _prefix(cfg, opts, defaults, dtype)
     elif layout == "image-attention":
         inputs = image_attention_inputs(cfg, opts, defaults, dtype)
+    elif layout == "flattened":
+        inputs = flattened_patch_inputs(cfg, opts, defaults, dtype)
     elif layout == "patch-rows":
         inputs = _patch_rows(cfg, opts, defaults, dtype)
     elif layout == "soft":
@@ -207,6 +211,8 @@ def layout_of(cfg) -> str | None:
     vision = vision_of(cfg)
     if vision is None:
         return None
+    if is_flattened_patches(cfg, model_class_for(cfg)):
+        return "flattened"  # Pix2Struct: variable-resolution patches in a budget (flattened_patches.py)
     if is_cross_attention(cfg, model_class_for(cfg)):
         return "cross"
     if isinstance(getattr(cfg, "num_query_tokens", None), int) and isinstance(_token(cfg, "video_token_index"), int) \
