@@ -142,3 +142,14 @@ def test_pix2struct_patches_fill_its_budget():
     assert real[0, :45 * 45, 0].max() == 45 and real[0, :45 * 45, 1].min() == 1  # ids from 1
     assert not real[0, 45 * 45:].any()  # the padding is zeros
     assert b["labels"].shape == (1, 64)  # the decoder's target text
+
+
+def test_kosmos25_puts_its_latents_after_the_image_start():
+    spec, opts, b = _batch("image-text-to-text", "kosmos-2.5", "Kosmos2_5ForConditionalGeneration")
+    assert spec.config.latent_query_num == 64 and opts.seq_len == 64 + 64  # the tiny latents, then the text
+    # 56 px in a 4096-patch budget: scale = sqrt(4096) * 16 / 56 = 18.29, rows = cols = int(18.29 * 56 / 16) = 64
+    assert b["flattened_patches"].shape == (1, 4096, 2 + 768) and b["flattened_patches"].rows == 64
+    position = b["image_embeds_position_mask"].value()[0]
+    assert position[:3].tolist() == [0, -1, 1] and position[64 + 1:64 + 4].tolist() == [1, -1, 0]
+    assert int((position == 1).sum()) == 64
+    assert int((b["labels"].value()[0] != IGNORE_INDEX).sum()) == 128 - 66  # BOS and the text

@@ -115,8 +115,10 @@ _SIZES = {
     "image_size": IMAGE_SIZE,
     # perceiver resamplers (Idefics 2: 64 latents per image, each an image token in the prompt)
     "resampler_n_latents": 8,
+    # image-to-text resampler latents (Kosmos-2: 64, kept; Kosmos-2.5: 2048, each an image token in the prompt)
+    "latent_query_num": 64,
 }
-_SMALLER_ONLY = {"resampler_n_latents", "vocab_size_per_layer_input", "num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts", "image_size", "num_experts",
+_SMALLER_ONLY = {"resampler_n_latents", "latent_query_num", "vocab_size_per_layer_input", "num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts", "image_size", "num_experts",
                  "num_local_experts", "n_routed_experts"}
 
 
@@ -679,7 +681,7 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
             from memgraph.model_spec.soft_token_patches import soft_tokens
 
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + soft_tokens(cfg, 56, 56)
-        if layout == "prefix" and isinstance(getattr(cfg, "latent_query_num", None), int):  # Kosmos-2's latents
+        if layout in ("prefix", "flattened") and isinstance(getattr(cfg, "latent_query_num", None), int):  # Kosmos-2(.5)
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + cfg.latent_query_num
         if layout == "query-video":  # 4 frames x num_query_tokens video tokens, then the usual text
             from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES

@@ -1,4 +1,4 @@
-"""Pix2Struct: an image as ``flattened_patches``, its processor's variable-resolution patches padded to a budget.
+"""Pix2Struct and Kosmos-2.5: an image as ``flattened_patches``, variable-resolution patches padded to a budget.
 
 Pix2StructImageProcessor (image_processing_pix2struct.py, transformers 5.23; ``patch_size`` 16 x 16,
 ``max_patches`` 2048) keeps the image's aspect ratio and scales it so that its patches fit the budget::
@@ -11,6 +11,12 @@ padding) and the rows are zero-padded to ``max_patches``; ``attention_mask`` is 
 (modeling_pix2struct.py ``Pix2StructVisionEmbeddings``) reads the two ids back as embedding indices and projects
 the rest by ``Linear(patch_embed_hidden_size, hidden)``: a row is ``2 + patch_embed_hidden_size`` wide. The text
 is the decoder's target (the model shifts ``labels`` into ``decoder_input_ids``).
+
+Kosmos-2.5 (image_processing_kosmos2_5.py: the same patches, ``max_patches`` 4096; its vision model finds the
+real patches itself, ``flattened_patches.sum(-1) != 0``) is decoder-only: processing_kosmos2_5.py writes
+``<s><image>`` then ``num_image_tokens`` (the config's ``latent_query_num``, 2048) image tokens then ``</image>``
+before the text, with ``image_embeds_position_mask`` ``[0, -1, 1 x N, -1, 0 ...]`` (the model puts its latents
+where it is 1); no loss on the image part here.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from memgraph.model_spec.inputs import InputSpec
 LONG = torch.int64
 PATCH = 16  # Pix2StructImageProcessor.patch_size {"height": 16, "width": 16}
 MAX_PATCHES = 2048  # Pix2StructImageProcessor.max_patches
+KOSMOS25_MAX_PATCHES = 4096  # Kosmos2_5ImageProcessor.max_patches
 
 
 def is_flattened_patches(cfg, cls) -> bool:
@@ -35,7 +42,11 @@ def is_flattened_patches(cfg, cls) -> bool:
     if vision is None or cls is None or not isinstance(getattr(vision, "patch_embed_hidden_size", None), int):
         return False
     params = inspect.signature(cls.forward).parameters
-    return "flattened_patches" in params and "decoder_input_ids" in params
+    return "flattened_patches" in params and ("decoder_input_ids" in params or _is_kosmos25(cls))
+
+
+def _is_kosmos25(cls) -> bool:
+    return "image_embeds_position_mask" in inspect.signature(cls.forward).parameters
 
 
 def patch_grid(height: int, width: int, max_patches: int = MAX_PATCHES, patch: int = PATCH) -> tuple[int, int]:
@@ -69,26 +80,43 @@ class FlattenedPatches(InputSpec):
 
 
 def flattened_patch_inputs(cfg, opts, defaults: dict, dtype: torch.dtype) -> list[InputSpec]:
-    from memgraph.model_spec.multimodal_inputs import _known, _seq, image_hw, sample_text_ids
+    from memgraph.model_spec.image_tokens import model_class_for
+    from memgraph.model_spec.inputs import IGNORE_INDEX
+    from memgraph.model_spec.multimodal_inputs import _known, _seq, _too_short, image_hw, sample_text_ids
 
+    kosmos = _is_kosmos25(model_class_for(cfg))
+    budget = KOSMOS25_MAX_PATCHES if kosmos else MAX_PATCHES
     size = opts.image_size or defaults.get("image_size")
     if size is None:
-        raise MemgraphError(f"{cfg.model_type}'s processor takes images of any size (patches up to {MAX_PATCHES}): "
+        raise MemgraphError(f"{cfg.model_type}'s processor takes images of any size (patches up to {budget}): "
                             "pass --image-size N or HxW")
     if getattr(opts, "images", None) not in (None, 1):
         raise MemgraphError(f"--images {opts.images}: {cfg.model_type} takes one image per sample: drop --images")
     h, w = image_hw(size)
-    rows, cols = patch_grid(h, w)
+    rows, cols = patch_grid(h, w, budget)
     b, seq = opts.batch_size, _seq(opts, defaults)
     ids, _ = sample_text_ids(cfg, b, seq)
-    mask = torch.zeros(b, MAX_PATCHES, dtype=LONG)
-    mask[:, :rows * cols] = 1
     width = 2 + int(cfg.vision_config.patch_embed_hidden_size)
+    patches = FlattenedPatches("flattened_patches", (b, budget, width), dtype, rows=rows, cols=cols)
+    if not kosmos:
+        mask = torch.zeros(b, budget, dtype=LONG)
+        mask[:, :rows * cols] = 1
+        return [patches, _known("attention_mask", mask), _known("labels", ids)]
+    latents = int(cfg.latent_query_num)
+    if seq < latents + 4:
+        raise _too_short(seq, latents + 4, f"{latents} image tokens")
+    bos = getattr(cfg.get_text_config(), "bos_token_id", None)
+    ids[:, 0] = bos if isinstance(bos, int) else 0
+    position = torch.zeros(b, seq, dtype=LONG)
+    position[:, 1] = position[:, latents + 2] = -1  # <image>, </image>
+    position[:, 2:latents + 2] = 1
     return [
-        FlattenedPatches("flattened_patches", (b, MAX_PATCHES, width), dtype, rows=rows, cols=cols),
-        _known("attention_mask", mask),
-        _known("labels", ids),
+        _known("input_ids", ids),
+        patches,
+        _known("image_embeds_position_mask", position),
+        _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
+        _known("labels", ids.masked_fill(position != 0, IGNORE_INDEX)),
     ]
 
 
-__all__ = ["FlattenedPatches", "MAX_PATCHES", "PATCH", "flattened_patch_inputs", "is_flattened_patches", "patch_grid"]
+__all__ = ["FlattenedPatches", "KOSMOS25_MAX_PATCHES", "MAX_PATCHES", "PATCH", "flattened_patch_inputs", "is_flattened_patches", "patch_grid"]
