@@ -153,3 +153,14 @@ def test_kosmos25_puts_its_latents_after_the_image_start():
     assert position[:3].tolist() == [0, -1, 1] and position[64 + 1:64 + 4].tolist() == [1, -1, 0]
     assert int((position == 1).sum()) == 64
     assert int((b["labels"].value()[0] != IGNORE_INDEX).sum()) == 128 - 66  # BOS and the text
+
+
+def test_florence2_images_take_its_processors_size():
+    spec, opts, b = _batch("image-text-to-text", "florence2", "Florence2ForConditionalGeneration")
+    ids = b["input_ids"].value()
+    # the coverage tool's 64 px: DaViT's strides 4 * 2 * 2 * 2 = 32 -> 2 x 2 patches, + 1 pooled token = 5
+    assert b["pixel_values"].shape == (1, 3, 64, 64) and int((ids == spec.config.image_token_id).sum()) == 5
+    # no --image-size: the released processor's 768 px, (768 / 32)^2 + 1 = 577 tokens (its image_seq_length)
+    full = {s.name: s for s in spec.batch(TrainingOptions(seq_len=640), torch.float32).inputs}
+    assert full["pixel_values"].shape == (1, 3, 768, 768)
+    assert int((full["input_ids"].value() == spec.config.image_token_id).sum()) == 577

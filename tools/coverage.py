@@ -674,9 +674,13 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
 
         # a grid (Qwen2-VL-style) model has no native size: 56 px is the smallest side its processor makes
         # (min_pixels 56*56, smart_resize), a 4x4 grid of 14-px patches, 4 visual tokens after the 2x2 merge
+        from memgraph.model_spec.image_tokens import processor_size
+
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout == "query-video" else 1,
                   image_size=56 if layout in ("grid", "soft", "flattened") else None)
+        if processor_size(cfg):  # Florence-2: its processor's size is a setting; 64 px keeps the tiny step small
+            kw["image_size"] = 64
         if layout == "soft":  # Gemma 4 resizes a 56-px image up into its patch budget: its soft tokens, then text
             from memgraph.model_spec.soft_token_patches import soft_tokens
 

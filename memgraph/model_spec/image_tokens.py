@@ -188,6 +188,17 @@ FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefic
                 "aria": _aria}
 
 
+# Models whose vision config names no image size: the size their released processor resizes every image to, and
+# the processor's setting that --image-size stands for (its tokens still come from get_image_features)
+# - Florence-2: 768 x 768 (the released preprocessor_config.json, whose image_seq_length 577 = (768 / 32)^2 + 1 is
+#   what get_image_features returns for it)
+PROCESSOR_SIZES = {"florence2": (768, 768)}
+
+
+def processor_size(cfg) -> tuple[int, int] | None:
+    return PROCESSOR_SIZES.get(getattr(cfg, "model_type", None))
+
+
 def high_res_size(cfg) -> tuple[int, int] | None:
     """The (H, W) of DeepSeek-VL-Hybrid's ``high_res_pixel_values``: its processor resizes each image a second time
     to the high-resolution (SAM) tower's ``image_size`` (image_processing_deepseek_vl_hybrid.py ``high_res_size``,
@@ -208,4 +219,4 @@ def feature_rows(out, hidden: int, what: str) -> int:
     return numel // hidden
 
 
-__all__ = ["ImageProbe", "feature_rows", "high_res_size", "image_tokens_per_image", "model_class_for"]
+__all__ = ["PROCESSOR_SIZES", "processor_size", "ImageProbe", "feature_rows", "high_res_size", "image_tokens_per_image", "model_class_for"]

@@ -57,7 +57,7 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.anyres import describe as describe_tiles, is_anyres
 from memgraph.model_spec.cell_grid import cell_grid, cell_shape, is_cell_grid
 from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is_cross_attention
-from memgraph.model_spec.image_tokens import high_res_size, image_tokens_per_image, model_class_for
+from memgraph.model_spec.image_tokens import high_res_size, image_tokens_per_image, model_class_for, processor_size
 from memgraph.model_spec.flattened_patches import flattened_patch_inputs, is_flattened_patches
 from memgraph.model_spec.image_attention_inputs import image_attention_inputs, is_image_attention
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
@@ -225,7 +225,8 @@ def layout_of(cfg) -> str | None:
         return "soft"  # Gemma 4: patches in a fixed budget, pooled (soft_token_patches.py)
     if is_patch_grid(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"  # the same layout, its sizes named otherwise (patch_grid.py)
-    if _native_size(vision) is not None and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
+    if (_native_size(vision) or processor_size(cfg)) is not None \
+            and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "fixed"
     if _native_size(vision) is not None and _token(cfg, "image_token_id", "image_token_index") is None \
             and is_image_attention(cfg, model_class_for(cfg)):
@@ -331,10 +332,10 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     the image tokens per image are the feature rows of the model's own ``get_image_features``
     (model_spec/image_tokens.py), the formula of :func:`llava_image_tokens` for LLaVA itself."""
     vision, text = vision_of(cfg), cfg.get_text_config()
-    native = _native_size(vision)
+    native = _native_size(vision) or processor_size(cfg)
     requested = opts.image_size or defaults.get("image_size") or native
     h, w = image_hw(requested)
-    if (h, w) != native and not is_anyres(cfg):
+    if (h, w) != native and not is_anyres(cfg) and not processor_size(cfg):
         size = f"{native[0]}" if native[0] == native[1] else f"{native[0]}x{native[1]}"
         raise MemgraphError(
             f"this {cfg.model_type} model's vision tower takes {native[0]}x{native[1]} images (its processor "
