@@ -164,3 +164,15 @@ def test_florence2_images_take_its_processors_size():
     full = {s.name: s for s in spec.batch(TrainingOptions(seq_len=640), torch.float32).inputs}
     assert full["pixel_values"].shape == (1, 3, 768, 768)
     assert int((full["input_ids"].value() == spec.config.image_token_id).sum()) == 577
+
+
+def test_gemma4_frames_take_the_video_processors_budget():
+    spec, opts, b = _batch("video-text-to-text", "gemma4", "Gemma4ForConditionalGeneration")
+    # 70 soft tokens x 3^2 = 630 patches of 16 px: scale = sqrt(630 * 16^2 / 56^2) = 7.17, floor(56 * 7.17 / 48) * 48
+    # = 384 px, 24 x 24 patches / 3^2 = 64 tokens per frame; 4 frames, each "<t> <boi> 64 x <video> <eoi>"
+    assert opts.seq_len == 64 + 4 * (64 + 3)
+    kind = b["mm_token_type_ids"].value()[0]
+    assert _runs(kind == 2) == [64] * 4 and not (kind == 1).any()
+    assert (b["input_ids"].value()[0][kind == 2] == spec.config.video_token_id).all()
+    assert b["pixel_values_videos"].shape == (4, 630, 16 * 16 * 3) and "pixel_values" not in b
+    assert b["num_frames_per_video"].value().tolist() == [4]

@@ -715,6 +715,10 @@ def _video_tokens(cfg, layout) -> int:
     try:
         if layout == "grid":
             return qwen2_vl_video_grid(cfg, 56, VIDEO_FRAMES)[3]
+        if layout == "soft":  # Gemma 4: each frame in the video processor's budget, a timestamp beside it
+            from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, soft_tokens
+
+            return VIDEO_FRAMES * (soft_tokens(cfg, 56, 56, VIDEO_MAX_SOFT_TOKENS) + 3)
         if layout == "query-video":
             return QUERY_VIDEO_FRAMES * cfg.num_query_tokens
         if layout == "fixed" and takes_video(cfg):

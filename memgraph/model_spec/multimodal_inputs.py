@@ -65,7 +65,7 @@ from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.patch_row_inputs import is_patch_rows
 from memgraph.model_spec.patch_row_inputs import patch_grid as fuyu_grid
 from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
-from memgraph.model_spec.soft_token_patches import is_soft_token_patches, soft_tokens
+from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
 from memgraph.model_spec.video_inputs import (
@@ -156,8 +156,7 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
-    if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "soft", "fixed", "image-attention",
-                                                      "flattened") \
+    if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
             and not (layout == "fixed" and takes_video(cfg)):
         raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
                             "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
@@ -440,11 +439,17 @@ def _soft_tokens(cfg, opts, defaults, dtype) -> list[InputSpec]:
         raise MemgraphError(f"no default image size for this {cfg.model_type} model (its processor resizes any image "
                             "into its patch budget): pass --image-size N or HxW")
     h, w = image_hw(size)
-    b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
+    frames = getattr(opts, "video_frames", None) or 0
+    b, seq = opts.batch_size, _seq(opts, defaults)
+    n = opts.images if opts.images else (0 if frames else _images(opts, defaults))
     per_image = soft_tokens(cfg, h, w)
-    need = 1 + n * (per_image + 2)
+    # a video: each frame resized into the video processor's smaller budget, written as "mm:ss <boi> <video> * T
+    # <eoi>" (processing_gemma4.py replace_video_token; one text token stands for the timestamp here)
+    per_frame = soft_tokens(cfg, h, w, VIDEO_MAX_SOFT_TOKENS) if frames else 0
+    need = 1 + n * (per_image + 2) + frames * (per_frame + 3)
     if seq < need:
-        raise _too_short(seq, need, f"{n} image(s) of {per_image} soft tokens")
+        raise _too_short(seq, need, f"{n} image(s) of {per_image} soft tokens"
+                         + (f" and {frames} frames of {per_frame}" if frames else ""))
     ids, _ = sample_text_ids(cfg, b, seq)
     text = cfg.get_text_config()
     bos = getattr(text, "bos_token_id", None)
@@ -452,21 +457,29 @@ def _soft_tokens(cfg, opts, defaults, dtype) -> list[InputSpec]:
     image = torch.zeros(b, seq, dtype=torch.bool)
     special = torch.zeros(b, seq, dtype=torch.bool)
     boi, eoi = _token(cfg, "boi_token_id"), _token(cfg, "eoi_token_id")
+    video = torch.zeros(b, seq, dtype=torch.bool)
     pos = 1
-    for _ in range(n):
+    for tokens, mask, gap in [(per_image, image, 0)] * n + [(per_frame, video, 1)] * frames:
+        pos += gap  # a frame's timestamp
         ids[:, pos] = boi if boi is not None else ids[:, pos]
-        image[:, pos + 1:pos + 1 + per_image] = True
-        ids[:, pos + 1 + per_image] = eoi if eoi is not None else ids[:, pos + 1 + per_image]
-        special[:, pos:pos + per_image + 2] = True
-        pos += per_image + 2
+        mask[:, pos + 1:pos + 1 + tokens] = True
+        ids[:, pos + 1 + tokens] = eoi if eoi is not None else ids[:, pos + 1 + tokens]
+        special[:, pos - gap:pos + tokens + 2] = True
+        pos += tokens + 2
     ids[image] = _token(cfg, "image_token_id")
-    pixels, positions = soft_patch_inputs(cfg, b * n, h, w, dtype)
-    return [
-        _known("input_ids", ids),
-        ImageInput("pixel_values", pixels, dtype),
-        _known("image_position_ids", positions),
+    if frames:
+        ids[video] = _token(cfg, "video_token_id")
+    inputs = [_known("input_ids", ids)]
+    if n:
+        pixels, positions = soft_patch_inputs(cfg, b * n, h, w, dtype)
+        inputs += [ImageInput("pixel_values", pixels, dtype), _known("image_position_ids", positions)]
+    if frames:  # the frames of every video along one axis (modeling_gemma4.py get_video_features)
+        pixels, positions = soft_patch_inputs(cfg, b * frames, h, w, dtype, VIDEO_MAX_SOFT_TOKENS)
+        inputs += [ImageInput("pixel_values_videos", pixels, dtype), _known("video_position_ids", positions),
+                   _known("num_frames_per_video", torch.full((b,), frames, dtype=LONG))]
+    return inputs + [
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
-        _known("mm_token_type_ids", image.to(LONG)),
+        _known("mm_token_type_ids", image.to(LONG) + 2 * video.to(LONG)),  # 1 image, 2 video
         _known("labels", ids.masked_fill(special, IGNORE_INDEX)),
     ]
 
