@@ -709,7 +709,7 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
 
 def _video_tokens(cfg, layout) -> int:
     """The tokens of a video row's one video (the recipe's own count), 0 where the recipe takes no video."""
-    from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES, _native_size, qwen2_vl_video_grid, vision_of
+    from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES, image_hw, qwen2_vl_video_grid, vision_of
     from memgraph.model_spec.video_inputs import takes_video, video_tokens
 
     try:
@@ -724,7 +724,7 @@ def _video_tokens(cfg, layout) -> int:
         if layout == "fixed" and takes_video(cfg):
             vision = vision_of(cfg)
             return video_tokens(cfg, VIDEO_FRAMES, getattr(vision, "num_channels", None) or 3,
-                                *_native_size(vision))
+                                *image_hw(vision.image_size))
     except Exception:  # the row's reason comes from the recipe
         return 0
     return 0

@@ -79,10 +79,13 @@ class FlattenedPatches(InputSpec):
         return out.to(device=device, dtype=self.dtype)
 
 
-def flattened_patch_inputs(cfg, opts, defaults: dict, dtype: torch.dtype) -> list[InputSpec]:
+def flattened_patch_inputs(cfg, opts, defaults: dict, dtype: torch.dtype, kit) -> list[InputSpec]:
+    """``kit``: multimodal_inputs.py's shared pieces."""
     from memgraph.model_spec.image_tokens import model_class_for
     from memgraph.model_spec.inputs import IGNORE_INDEX
-    from memgraph.model_spec.multimodal_inputs import _known, _seq, _too_short, image_hw, sample_text_ids
+
+    _known, _seq, _too_short, image_hw, sample_text_ids = (kit.known, kit.seq, kit.too_short, kit.image_hw,
+                                                           kit.sample_text_ids)
 
     kosmos = _is_kosmos25(model_class_for(cfg))
     budget = KOSMOS25_MAX_PATCHES if kosmos else MAX_PATCHES

@@ -26,13 +26,12 @@ def is_image_attention(cfg, cls) -> bool:
     return cls is not None and "image_attention_mask" in inspect.signature(cls.forward).parameters
 
 
-def image_attention_inputs(cfg, opts, defaults: dict, dtype: torch.dtype) -> list[InputSpec]:
-    from memgraph.model_spec.multimodal_inputs import (
-        ImageInput, _images, _known, _native_size, _seq, _too_short, image_hw, sample_text_ids, vision_of,
-    )
-
-    vision = vision_of(cfg)
-    native = _native_size(vision)
+def image_attention_inputs(cfg, opts, defaults: dict, dtype: torch.dtype, kit) -> list[InputSpec]:
+    """``kit``: multimodal_inputs.py's shared pieces."""
+    ImageInput, _images, _known, _seq = kit.image_input, kit.images, kit.known, kit.seq
+    _too_short, image_hw, sample_text_ids = kit.too_short, kit.image_hw, kit.sample_text_ids
+    vision = kit.vision_of(cfg)
+    native = kit.native_size(vision)
     h, w = image_hw(opts.image_size or defaults.get("image_size") or native)
     if (h, w) != native:
         raise MemgraphError(f"this {cfg.model_type} model's vision tower takes {native[0]}x{native[1]} images (its "

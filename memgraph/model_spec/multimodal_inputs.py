@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import torch
 
@@ -171,15 +172,15 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     elif layout == "prefix":
         inputs = _prefix(cfg, opts, defaults, dtype)
     elif layout == "image-attention":
-        inputs = image_attention_inputs(cfg, opts, defaults, dtype)
+        inputs = image_attention_inputs(cfg, opts, defaults, dtype, _kit())
     elif layout == "flattened":
-        inputs = flattened_patch_inputs(cfg, opts, defaults, dtype)
+        inputs = flattened_patch_inputs(cfg, opts, defaults, dtype, _kit())
     elif layout == "patch-rows":
         inputs = _patch_rows(cfg, opts, defaults, dtype)
     elif layout == "soft":
         inputs = _soft_tokens(cfg, opts, defaults, dtype)
     elif layout == "fixed" and getattr(opts, "video_frames", None) and takes_video(cfg):
-        inputs = fixed_size_video(cfg, opts, defaults, dtype)  # LLaVA-NeXT-Video, OneVision, Video-LLaVA
+        inputs = fixed_size_video(cfg, opts, defaults, dtype, _kit())  # LLaVA-NeXT-Video, OneVision, Video-LLaVA
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
         if is_anyres(cfg):
@@ -197,6 +198,14 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
             "token (BLIP, GIT, Kosmos-2) are supported; describe the inputs with --input"
         )
     return Batch(tuple(inputs), {}, notes=notes)
+
+
+def _kit() -> SimpleNamespace:
+    """The shared pieces the layouts in their own modules (video_inputs.py, image_attention_inputs.py,
+    flattened_patches.py) build a batch with, handed to them (they do not import this module)."""
+    return SimpleNamespace(known=_known, image_input=ImageInput, image_hw=image_hw, native_size=_native_size,
+                           seq=_seq, images=_images, too_short=_too_short, sample_text_ids=sample_text_ids,
+                           vision_of=vision_of)
 
 
 def layout_of(cfg) -> str | None:

@@ -138,13 +138,12 @@ def _probe(cfg, frames: int, channels: int, height: int, width: int) -> int:
     return feature_rows(out, cfg.get_text_config().hidden_size, what)
 
 
-def fixed_size_video(cfg, opts, defaults: dict, dtype: torch.dtype) -> list[InputSpec]:
-    """One video of ``--video-frames`` frames per sample at the tower's size: BOS, its video tokens, the text."""
-    from memgraph.model_spec.multimodal_inputs import (
-        ImageInput, _known, _native_size, _seq, _too_short, image_hw, sample_text_ids, vision_of,
-    )
-
-    frames, vision = int(opts.video_frames), vision_of(cfg)
+def fixed_size_video(cfg, opts, defaults: dict, dtype: torch.dtype, kit) -> list[InputSpec]:
+    """One video of ``--video-frames`` frames per sample at the tower's size: BOS, its video tokens, the text
+    (``kit``: multimodal_inputs.py's shared pieces)."""
+    ImageInput, _known, _native_size, _seq = kit.image_input, kit.known, kit.native_size, kit.seq
+    _too_short, image_hw, sample_text_ids = kit.too_short, kit.image_hw, kit.sample_text_ids
+    frames, vision = int(opts.video_frames), kit.vision_of(cfg)
     if getattr(opts, "images", None):
         raise MemgraphError(f"--images with --video-frames: memgraph lays out one video per sample without images "
                             f"for {cfg.model_type}: drop --images (or --video-frames)")
