@@ -61,10 +61,10 @@ def test_qwen3_vl_grid_by_hand():
 
 
 def test_unknown_layout_is_refused_with_its_reason():
-    # Idefics (1): a fixed-size tower and no image token, but an image_attention_mask no recipe makes (BLIP, which
-    # this test used before, now has the vision-prefix layout)
-    spec = ModelSpec(name="idefics", source="config", task="image-text-to-text", config=tiny_config("idefics"),
-                     model_class="IdeficsForVisionText2Text")
+    # UDOP: an image as patches beside a layout's bounding boxes, no vision config (BLIP and Idefics (1), which
+    # this test used before, now have their layouts: vision_prefix_inputs.py, image_attention_inputs.py)
+    spec = ModelSpec(name="udop", source="config", task="image-text-to-text", config=tiny_config("udop"),
+                     model_class="UdopForConditionalGeneration")
     with pytest.raises(NoImageTextLayout, match="--input"):
         spec.batch(TrainingOptions(seq_len=32), torch.float32)
 

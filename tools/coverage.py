@@ -52,14 +52,20 @@ TASK_MAPPINGS = {  # task family -> transformers.models.auto.modeling_auto mappi
     "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
     # the audio-language classes among the multimodal LMs (model_spec/audio_text_inputs.py is_audio_text_class_name)
     "audio-text-to-text": "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
+    # the video-taking classes among the image-text ones (model_spec/video_inputs.py is_video_class_name):
+    # transformers 5.23 names no video-text-to-text mapping
+    "video-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
 }
-TASK_FILTERS = {"audio-text-to-text": "is_audio_text_class_name"}  # task -> audio_text_inputs.py predicate
+TASK_FILTERS = {"audio-text-to-text": "is_audio_text_class_name",  # task -> audio_text_inputs.py predicate
+                "video-text-to-text": "memgraph.model_spec.video_inputs:is_video_class_name"}
 # Audio Flamingo 3 and Music Flamingo are named only in the seq2seq-LM mapping
 EXTRA_MAPPINGS = {"audio-text-to-text": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",)}
 # Task families whose inputs memgraph derives from the config only for some architectures: a row whose recipe
 # refuses the config (model_spec/multimodal_inputs.py NoImageTextLayout, model_spec/speech_inputs.py
 # NoSpeechLayout) is skipped with the recipe's reason.
-RECIPE_TASKS = ("speech-seq2seq", "image-text-to-text", "audio-text-to-text")
+RECIPE_TASKS = ("speech-seq2seq", "image-text-to-text", "audio-text-to-text", "video-text-to-text")
+VIDEO_FRAMES = 4  # video rows: one video of 4 frames (InstructBLIP-Video's processor always inserts 4), 56 px for
+# the grid models as their image rows, the tower's size for LLaVA-style ones, no image
 # A sample for the test suite: one architecture per family, one of them a mixture of experts.
 SAMPLE = {"causal-lm": ["mixtral"], "masked-lm": ["bert"], "seq2seq-lm": ["t5"],
           "sequence-classification": ["gpt2"], "image-classification": ["convnext"], "speech-seq2seq": ["whisper"],
@@ -109,8 +115,10 @@ _SIZES = {
     "image_size": IMAGE_SIZE,
     # perceiver resamplers (Idefics 2: 64 latents per image, each an image token in the prompt)
     "resampler_n_latents": 8,
+    # image-to-text resampler latents (Kosmos-2: 64, kept; Kosmos-2.5: 2048, each an image token in the prompt)
+    "latent_query_num": 64,
 }
-_SMALLER_ONLY = {"resampler_n_latents", "vocab_size_per_layer_input", "num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts", "image_size", "num_experts",
+_SMALLER_ONLY = {"resampler_n_latents", "latent_query_num", "vocab_size_per_layer_input", "num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts", "image_size", "num_experts",
                  "num_local_experts", "n_routed_experts"}
 
 
@@ -410,6 +418,55 @@ def _remap_tokens(cfg, vocab: int, others=()) -> None:
             setattr(cfg, key, new)
 
 
+# Text configs whose rotary embedding reads one rope dict per layer type (modeling_cohere_compass.py
+# CohereCompassRotaryEmbedding: ``config.rope_parameters[layer_type]``, with ``rope_theta`` and an interleaved
+# ``mrope_section``, default [24, 20, 20]); the class default (``{}``) builds no model, the released checkpoint
+# (CohereLabs/North-Micro-Vision-Instruct) names one per layer type: here each the default rope, sections scaled
+PER_LAYER_TYPE_ROPE = {"cohere_compass_text": (24, 20, 20)}
+DEFAULT_ROPE_THETA = 10000.0  # transformers modeling_rope_utils.py: the default rope's base where a config names none
+
+
+def _per_layer_type_rope(cfg) -> None:
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    sections = PER_LAYER_TYPE_ROPE.get(getattr(text, "model_type", None))
+    rope = getattr(text, "rope_parameters", None)
+    if sections is None or not isinstance(rope, dict) or set(text.layer_types) <= set(rope):
+        return
+    theta = rope.get("rope_theta", DEFAULT_ROPE_THETA)
+    text.rope_parameters = {t: {"rope_type": "default", "rope_theta": theta, "mrope_section": list(sections)}
+                            for t in dict.fromkeys(text.layer_types)}
+    for t in text.rope_parameters:  # _shrink_mrope on each: the sections sum to half the tiny head dim
+        one = type("C", (), {"head_dim": text.head_dim, "rope_parameters": text.rope_parameters[t]})()
+        _shrink_mrope(one)
+
+
+def _patch_to_query(cfg) -> None:
+    """Aria's projector looks its query count up by the patches of an image (modeling_aria.py AriaProjector:
+    ``patch_to_query_dict[num_patches]``; the class default {1225: 128, 4900: 256}: 490- and 980-px images of
+    14-px patches); the tiny tower's image: its patch count, with the first entry's patches per query kept
+    (1225 / 128 = 9.6: 16 patches -> round(16 * 128 / 1225) = 2 queries)."""
+    table = getattr(cfg, "projector_patch_to_query_dict", None)
+    v = getattr(cfg, "vision_config", None)
+    if not isinstance(table, dict) or not table or v is None:
+        return
+    patches = (v.image_size // v.patch_size) ** 2
+    first = min(table)
+    cfg.projector_patch_to_query_dict = {patches: max(1, round(patches * table[first] / first))}
+    cfg.max_value_projector_patch_to_query_dict = max(cfg.projector_patch_to_query_dict.values())
+
+
+# Text configs whose attention projects queries by Linear(hidden, hidden) but splits heads of d_kv
+# (modeling_pix2struct.py Pix2StructTextAttention: ``self.query = nn.Linear(self.hidden_size, self.hidden_size)``,
+# ``view(..., -1, self.key_value_proj_dim)``): their released configs keep hidden = heads * d_kv (768 = 12 * 64)
+HIDDEN_IS_HEADS_TIMES_DKV = frozenset({"pix2struct_text_model"})
+
+
+def _head_width(cfg) -> None:
+    for sub in (getattr(cfg, "text_config", None),):
+        if getattr(sub, "model_type", None) in HIDDEN_IS_HEADS_TIMES_DKV:
+            sub.d_kv = sub.hidden_size // sub.num_heads
+
+
 def tiny_config(model_type: str, with_vision: bool = False):
     """The config class's defaults for ``model_type``, shrunk (see :data:`_SIZES`); never downloaded.
     ``with_vision``: an optional vision sub-config the defaults leave out (Gemma 4: ``SubConfigSpec(...,
@@ -425,6 +482,9 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _voxtral_audio_token(cfg)
     _omni_vision_tokens(cfg)
     _shrink(cfg)
+    _per_layer_type_rope(cfg)
+    _patch_to_query(cfg)
+    _head_width(cfg)
     _audio_output_width(cfg)
     _cross_attention_width(cfg)
     _projector_widths(cfg)
@@ -588,6 +648,9 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
     from memgraph.model_spec.options import TrainingOptions
     from memgraph.model_spec.sources import ModelSpec
 
+    video = task == "video-text-to-text"
+    if video:
+        task = "image-text-to-text"
     cfg = tiny_config(model_type, with_vision=task == "image-text-to-text")
     kw = dict(batch_size=BATCH, seq_len=SEQ_LEN, target="cpu", optimizer="adamw")
     mtask = {"sequence-classification": "custom-named"}.get(task, task)
@@ -611,19 +674,26 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
 
         # a grid (Qwen2-VL-style) model has no native size: 56 px is the smallest side its processor makes
         # (min_pixels 56*56, smart_resize), a 4x4 grid of 14-px patches, 4 visual tokens after the 2x2 merge
+        from memgraph.model_spec.image_tokens import processor_size
+
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout == "query-video" else 1,
-                  image_size=56 if layout in ("grid", "soft") else None)
+                  image_size=56 if layout in ("grid", "soft", "flattened") else None)
+        if processor_size(cfg):  # Florence-2: its processor's size is a setting; 64 px keeps the tiny step small
+            kw["image_size"] = 64
         if layout == "soft":  # Gemma 4 resizes a 56-px image up into its patch budget: its soft tokens, then text
             from memgraph.model_spec.soft_token_patches import soft_tokens
 
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + soft_tokens(cfg, 56, 56)
-        if layout == "prefix" and isinstance(getattr(cfg, "latent_query_num", None), int):  # Kosmos-2's latents
+        if layout in ("prefix", "flattened") and isinstance(getattr(cfg, "latent_query_num", None), int):  # Kosmos-2(.5)
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + cfg.latent_query_num
         if layout == "query-video":  # 4 frames x num_query_tokens video tokens, then the usual text
             from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES
 
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + QUERY_VIDEO_FRAMES * cfg.num_query_tokens
+        if video:
+            kw.update(video_frames=VIDEO_FRAMES, images=None)
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + _video_tokens(cfg, layout)
     elif task == "audio-text-to-text":  # 1 s of audio: its audio tokens (the processor's count) and the text
         from memgraph.model_spec.audio_text_inputs import NoAudioTextLayout, audio_clip
 
@@ -635,6 +705,29 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
     spec = ModelSpec(name=f"{model_type} ({class_name})", source="config", task=mtask, config=cfg,
                      model_class=class_name)
     return spec, TrainingOptions(**kw)
+
+
+def _video_tokens(cfg, layout) -> int:
+    """The tokens of a video row's one video (the recipe's own count), 0 where the recipe takes no video."""
+    from memgraph.model_spec.multimodal_inputs import QUERY_VIDEO_FRAMES, image_hw, qwen2_vl_video_grid, vision_of
+    from memgraph.model_spec.video_inputs import takes_video, video_tokens
+
+    try:
+        if layout == "grid":
+            return qwen2_vl_video_grid(cfg, 56, VIDEO_FRAMES)[3]
+        if layout == "soft":  # Gemma 4: each frame in the video processor's budget, a timestamp beside it
+            from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, soft_tokens
+
+            return VIDEO_FRAMES * (soft_tokens(cfg, 56, 56, VIDEO_MAX_SOFT_TOKENS) + 3)
+        if layout == "query-video":
+            return QUERY_VIDEO_FRAMES * cfg.num_query_tokens
+        if layout == "fixed" and takes_video(cfg):
+            vision = vision_of(cfg)
+            return video_tokens(cfg, VIDEO_FRAMES, getattr(vision, "num_channels", None) or 3,
+                                *image_hw(vision.image_size))
+    except Exception:  # the row's reason comes from the recipe
+        return 0
+    return 0
 
 
 def _no_recipe(spec, opts) -> str:
@@ -721,9 +814,11 @@ def architectures(tasks: list[str], only: str | None) -> list[tuple[str, str, st
             if only and not any(fnmatch.fnmatch(model_type, p.strip()) for p in only.split(",")):
                 continue
             if task in TASK_FILTERS:
-                from memgraph.model_spec import audio_text_inputs
+                import importlib
 
-                if not getattr(audio_text_inputs, TASK_FILTERS[task])(class_name):
+                module, _, name = TASK_FILTERS[task].rpartition(":")
+                if not getattr(importlib.import_module(module or "memgraph.model_spec.audio_text_inputs"),
+                               name)(class_name):
                     continue
             rows.append((task, model_type, class_name))
         per_task.append(rows)
@@ -775,7 +870,8 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
              f"(hidden {HIDDEN}, {LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, batch {BATCH}, {SEQ_LEN} tokens, "
              f"{IMAGE_SIZE}-px images (batch {IMAGE_BATCH} for image classification; image-text models: {IMAGE_TEXT_SEQ_LEN} "
              f"tokens, one image, 56 px for patch-grid models and Gemma 4 (whose 256 soft tokens come beside the 64); speech: 1 s of audio, 30 s for Whisper, 8 target "
-             f"tokens; audio-text models: {AUDIO_SECONDS:g} s of audio, its audio tokens and {SEQ_LEN} text tokens), AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
+             f"tokens; audio-text models: {AUDIO_SECONDS:g} s of audio, its audio tokens and {SEQ_LEN} text tokens; "
+             f"video-text models: one {VIDEO_FRAMES}-frame video, no image, its tokens beside the {IMAGE_TEXT_SEQ_LEN}), AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
              f"peak) and analysed for the `cpu` target. Within: |error| <= {100 * TOLERANCE:g}% of the real peak. "
              f"Sweep time {seconds / 60:.1f} min.", ""]
     if runs and len(runs) > 1:

@@ -37,6 +37,7 @@ class ImageProbe:
     rank: int = 4
     image_sizes: bool = False
     tiles: int = 0  # any-resolution models (anyres.py): pixel_values [images, tiles, C, s, s]; 0: not tiled
+    tile_mask: bool = False  # Granite Docling: a ``pixel_attention_mask`` [samples, tiles] of the real tiles
 
 
 def image_tokens_per_image(cfg, channels: int, height: int, width: int) -> ImageProbe:
@@ -153,6 +154,28 @@ def _mistral3(cfg, height: int, width: int) -> ImageProbe:
     return ImageProbe((height // ratio) * (width // ratio), rank=4, image_sizes=True)
 
 
+def _granite_docling(cfg, height=None, width=None) -> ImageProbe:
+    """modeling_granite_docling.py ``image_seq_len = (image_size // patch_size) ** 2 / scale_factor ** 2`` tokens
+    per tile (the vision config's scale factor), tiles as ``[samples, tiles, C, H, W]`` beside a required
+    ``pixel_attention_mask`` ``[samples, tiles]`` whose values pick the real tiles (read back: no meta probe).
+    One image at the tower's size is one tile (processing_granite_docling.py: no thumbnail for a single tile)."""
+    v = cfg.vision_config
+    return ImageProbe(int((v.image_size // v.patch_size) ** 2 / v.scale_factor ** 2), rank=5, tile_mask=True)
+
+
+def _aria(cfg, height: int, width: int) -> ImageProbe:
+    """modeling_aria.py AriaProjector: ``patch_to_query_dict[num_patches]`` queries per image (its processor
+    inserts as many image tokens, processing_aria.py); an image whose patch count the table lacks is refused
+    there, so here."""
+    v, table = cfg.vision_config, cfg.projector_patch_to_query_dict
+    patches = (height // v.patch_size) * (width // v.patch_size)
+    if patches not in table:
+        sizes = ", ".join(str(int(p ** 0.5) * v.patch_size) for p in sorted(table))
+        raise MemgraphError(f"aria's projector takes images of {sizes} px (its patch_to_query_dict); got "
+                            f"{height}x{width} ({patches} patches): pass --image-size with one of those")
+    return ImageProbe(int(table[patches]))
+
+
 # Families whose get_image_features reads pixel values back (``real_images_inds``, the per-image padding test):
 # the probe runs outside the trace (model_spec sits below trace/shadow_values.py, which answers that test in the
 # trace from ImageInput's declared no-zero fact), so their count is the processor's own rule, from the file
@@ -160,7 +183,20 @@ def _mistral3(cfg, height: int, width: int) -> ImageProbe:
 FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2,
                 # reads image_sizes back on the model's device (Mistral Large 4: the same split,
                 # modeling_mistral_large4.py get_image_features)
-                "mistral3": _mistral3, "mistral_large4": _mistral3}
+                "mistral3": _mistral3, "mistral_large4": _mistral3, "granite_docling": _granite_docling,
+                # reads the vision tower's patch mask back (Tensor.item() on meta); its count is a table lookup
+                "aria": _aria}
+
+
+# Models whose vision config names no image size: the size their released processor resizes every image to, and
+# the processor's setting that --image-size stands for (its tokens still come from get_image_features)
+# - Florence-2: 768 x 768 (the released preprocessor_config.json, whose image_seq_length 577 = (768 / 32)^2 + 1 is
+#   what get_image_features returns for it)
+PROCESSOR_SIZES = {"florence2": (768, 768)}
+
+
+def processor_size(cfg) -> tuple[int, int] | None:
+    return PROCESSOR_SIZES.get(getattr(cfg, "model_type", None))
 
 
 def high_res_size(cfg) -> tuple[int, int] | None:
@@ -183,4 +219,4 @@ def feature_rows(out, hidden: int, what: str) -> int:
     return numel // hidden
 
 
-__all__ = ["ImageProbe", "feature_rows", "high_res_size", "image_tokens_per_image", "model_class_for"]
+__all__ = ["PROCESSOR_SIZES", "processor_size", "ImageProbe", "feature_rows", "high_res_size", "image_tokens_per_image", "model_class_for"]

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import torch
 
@@ -57,15 +58,20 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.anyres import describe as describe_tiles, is_anyres
 from memgraph.model_spec.cell_grid import cell_grid, cell_shape, is_cell_grid
 from memgraph.model_spec.cross_attention_inputs import cross_attention_batch, is_cross_attention
-from memgraph.model_spec.image_tokens import high_res_size, image_tokens_per_image, model_class_for
+from memgraph.model_spec.image_tokens import high_res_size, image_tokens_per_image, model_class_for, processor_size
+from memgraph.model_spec.flattened_patches import flattened_patch_inputs, is_flattened_patches
+from memgraph.model_spec.image_attention_inputs import image_attention_inputs, is_image_attention
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.patch_row_inputs import is_patch_rows
 from memgraph.model_spec.patch_row_inputs import patch_grid as fuyu_grid
 from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
-from memgraph.model_spec.soft_token_patches import is_soft_token_patches, soft_tokens
+from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
+from memgraph.model_spec.video_inputs import (
+    fixed_size_video, frame_groups, frames_as_images, omni_second_per_grid, takes_video,
+)
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
 from memgraph.model_spec.patch_grid import grid_tokens, is_patch_grid, merge_of, patch_row_shape, temporal_of
 from memgraph.model_spec.pixel_budget import CLASS_MAX_PIXELS, CLASS_MIN_PIXELS, pixel_budget, refuse_pixel_flags
@@ -151,6 +157,11 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
+    if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
+            and not (layout == "fixed" and takes_video(cfg)):
+        raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
+                            "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
+                            "InstructBLIP-Video take one): drop --video-frames")
     if layout == "query-video":
         inputs = _query_video(cfg, opts, defaults, dtype)
     elif layout == "cross":
@@ -160,10 +171,16 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _qwen2_vl(cfg, opts, defaults, dtype, audio)
     elif layout == "prefix":
         inputs = _prefix(cfg, opts, defaults, dtype)
+    elif layout == "image-attention":
+        inputs = image_attention_inputs(cfg, opts, defaults, dtype, _kit())
+    elif layout == "flattened":
+        inputs = flattened_patch_inputs(cfg, opts, defaults, dtype, _kit())
     elif layout == "patch-rows":
         inputs = _patch_rows(cfg, opts, defaults, dtype)
     elif layout == "soft":
         inputs = _soft_tokens(cfg, opts, defaults, dtype)
+    elif layout == "fixed" and getattr(opts, "video_frames", None) and takes_video(cfg):
+        inputs = fixed_size_video(cfg, opts, defaults, dtype, _kit())  # LLaVA-NeXT-Video, OneVision, Video-LLaVA
     elif layout == "fixed":
         inputs = _fixed_size(cfg, opts, defaults, dtype)
         if is_anyres(cfg):
@@ -183,6 +200,14 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     return Batch(tuple(inputs), {}, notes=notes)
 
 
+def _kit() -> SimpleNamespace:
+    """The shared pieces the layouts in their own modules (video_inputs.py, image_attention_inputs.py,
+    flattened_patches.py) build a batch with, handed to them (they do not import this module)."""
+    return SimpleNamespace(known=_known, image_input=ImageInput, image_hw=image_hw, native_size=_native_size,
+                           seq=_seq, images=_images, too_short=_too_short, sample_text_ids=sample_text_ids,
+                           vision_of=vision_of)
+
+
 def layout_of(cfg) -> str | None:
     """``"grid"``: a vision config with ``spatial_merge_size`` and ``temporal_patch_size`` (Qwen2-VL and the
     models built on its vision tower: pixel_values as rows of flattened patches plus ``image_grid_thw``);
@@ -194,6 +219,8 @@ def layout_of(cfg) -> str | None:
     vision = vision_of(cfg)
     if vision is None:
         return None
+    if is_flattened_patches(cfg, model_class_for(cfg)):
+        return "flattened"  # Pix2Struct: variable-resolution patches in a budget (flattened_patches.py)
     if is_cross_attention(cfg, model_class_for(cfg)):
         return "cross"
     if isinstance(getattr(cfg, "num_query_tokens", None), int) and isinstance(_token(cfg, "video_token_index"), int) \
@@ -206,8 +233,12 @@ def layout_of(cfg) -> str | None:
         return "soft"  # Gemma 4: patches in a fixed budget, pooled (soft_token_patches.py)
     if is_patch_grid(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"  # the same layout, its sizes named otherwise (patch_grid.py)
-    if _native_size(vision) is not None and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
+    if (_native_size(vision) or processor_size(cfg)) is not None \
+            and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "fixed"
+    if _native_size(vision) is not None and _token(cfg, "image_token_id", "image_token_index") is None \
+            and is_image_attention(cfg, model_class_for(cfg)):
+        return "image-attention"  # Idefics 1: gated cross-attention by image_attention_mask (image_attention_inputs.py)
     if _native_size(vision) is not None and _token(cfg, "image_token_id", "image_token_index") is None \
             and is_vision_prefix(cfg, model_class_for(cfg)):
         return "prefix"  # no image token: the image enters beside the text (vision_prefix_inputs.py)
@@ -309,10 +340,10 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     the image tokens per image are the feature rows of the model's own ``get_image_features``
     (model_spec/image_tokens.py), the formula of :func:`llava_image_tokens` for LLaVA itself."""
     vision, text = vision_of(cfg), cfg.get_text_config()
-    native = _native_size(vision)
+    native = _native_size(vision) or processor_size(cfg)
     requested = opts.image_size or defaults.get("image_size") or native
     h, w = image_hw(requested)
-    if (h, w) != native and not is_anyres(cfg):
+    if (h, w) != native and not is_anyres(cfg) and not processor_size(cfg):
         size = f"{native[0]}" if native[0] == native[1] else f"{native[0]}x{native[1]}"
         raise MemgraphError(
             f"this {cfg.model_type} model's vision tower takes {native[0]}x{native[1]} images (its processor "
@@ -350,6 +381,8 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     high = high_res_size(cfg)
     if high is not None and _takes(cfg, "high_res_pixel_values"):  # DeepSeek-VL-Hybrid: each image again, large
         inputs.insert(2, ImageInput("high_res_pixel_values", (b * n, channels, *high), dtype))
+    if probe.tile_mask:  # every tile real (image_tokens.py _granite_docling)
+        inputs.insert(2, _known("pixel_attention_mask", torch.ones(b, n, dtype=torch.bool)))
     if probe.image_sizes:  # the processor's (height, width) of each image after its resize
         inputs.append(_known("image_sizes", torch.tensor([[h, w]] * (b * n), dtype=LONG)))
     if _takes(cfg, "qformer_input_ids"):
@@ -415,11 +448,17 @@ def _soft_tokens(cfg, opts, defaults, dtype) -> list[InputSpec]:
         raise MemgraphError(f"no default image size for this {cfg.model_type} model (its processor resizes any image "
                             "into its patch budget): pass --image-size N or HxW")
     h, w = image_hw(size)
-    b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
+    frames = getattr(opts, "video_frames", None) or 0
+    b, seq = opts.batch_size, _seq(opts, defaults)
+    n = opts.images if opts.images else (0 if frames else _images(opts, defaults))
     per_image = soft_tokens(cfg, h, w)
-    need = 1 + n * (per_image + 2)
+    # a video: each frame resized into the video processor's smaller budget, written as "mm:ss <boi> <video> * T
+    # <eoi>" (processing_gemma4.py replace_video_token; one text token stands for the timestamp here)
+    per_frame = soft_tokens(cfg, h, w, VIDEO_MAX_SOFT_TOKENS) if frames else 0
+    need = 1 + n * (per_image + 2) + frames * (per_frame + 3)
     if seq < need:
-        raise _too_short(seq, need, f"{n} image(s) of {per_image} soft tokens")
+        raise _too_short(seq, need, f"{n} image(s) of {per_image} soft tokens"
+                         + (f" and {frames} frames of {per_frame}" if frames else ""))
     ids, _ = sample_text_ids(cfg, b, seq)
     text = cfg.get_text_config()
     bos = getattr(text, "bos_token_id", None)
@@ -427,21 +466,29 @@ def _soft_tokens(cfg, opts, defaults, dtype) -> list[InputSpec]:
     image = torch.zeros(b, seq, dtype=torch.bool)
     special = torch.zeros(b, seq, dtype=torch.bool)
     boi, eoi = _token(cfg, "boi_token_id"), _token(cfg, "eoi_token_id")
+    video = torch.zeros(b, seq, dtype=torch.bool)
     pos = 1
-    for _ in range(n):
+    for tokens, mask, gap in [(per_image, image, 0)] * n + [(per_frame, video, 1)] * frames:
+        pos += gap  # a frame's timestamp
         ids[:, pos] = boi if boi is not None else ids[:, pos]
-        image[:, pos + 1:pos + 1 + per_image] = True
-        ids[:, pos + 1 + per_image] = eoi if eoi is not None else ids[:, pos + 1 + per_image]
-        special[:, pos:pos + per_image + 2] = True
-        pos += per_image + 2
+        mask[:, pos + 1:pos + 1 + tokens] = True
+        ids[:, pos + 1 + tokens] = eoi if eoi is not None else ids[:, pos + 1 + tokens]
+        special[:, pos - gap:pos + tokens + 2] = True
+        pos += tokens + 2
     ids[image] = _token(cfg, "image_token_id")
-    pixels, positions = soft_patch_inputs(cfg, b * n, h, w, dtype)
-    return [
-        _known("input_ids", ids),
-        ImageInput("pixel_values", pixels, dtype),
-        _known("image_position_ids", positions),
+    if frames:
+        ids[video] = _token(cfg, "video_token_id")
+    inputs = [_known("input_ids", ids)]
+    if n:
+        pixels, positions = soft_patch_inputs(cfg, b * n, h, w, dtype)
+        inputs += [ImageInput("pixel_values", pixels, dtype), _known("image_position_ids", positions)]
+    if frames:  # the frames of every video along one axis (modeling_gemma4.py get_video_features)
+        pixels, positions = soft_patch_inputs(cfg, b * frames, h, w, dtype, VIDEO_MAX_SOFT_TOKENS)
+        inputs += [ImageInput("pixel_values_videos", pixels, dtype), _known("video_position_ids", positions),
+                   _known("num_frames_per_video", torch.full((b,), frames, dtype=LONG))]
+    return inputs + [
         _known("attention_mask", torch.ones(b, seq, dtype=LONG)),
-        _known("mm_token_type_ids", image.to(LONG)),
+        _known("mm_token_type_ids", image.to(LONG) + 2 * video.to(LONG)),  # 1 image, 2 video
         _known("labels", ids.masked_fill(special, IGNORE_INDEX)),
     ]
 
@@ -560,6 +607,13 @@ def qwen2_vl_video_grid(cfg, size, frames: int) -> tuple[int, int, int, int]:
     patch, merge, temporal = _one(v.patch_size), merge_of(v), temporal_of(v)
     h, w = smart_resize(*image_hw(size), factor=patch * merge, min_pixels=QWEN2VL_VIDEO_MIN_PIXELS,
                         max_pixels=QWEN2VL_VIDEO_MAX_PIXELS)
+    # ERNIE-4.5-VL: frames are not grouped into patches (padded to a multiple of 2,
+    # video_processing_ernie4_5_vl_moe.py); its resampler merges temporal_merge_size frames into one token
+    # (processing_ernie4_5_vl_moe.py ``num_patches // merge_size**2 // temporal_merge_size``)
+    merge_t = getattr(v, "temporal_merge_size", None) if temporal == 1 else None
+    if isinstance(merge_t, int) and merge_t > 1:
+        gt, gh, gw = frames + -frames % merge_t, h // patch, w // patch
+        return gt, gh, gw, gt * gh * gw // (merge * merge) // merge_t
     gt, gh, gw = (frames + -frames % temporal) // temporal, h // patch, w // patch
     return gt, gh, gw, gt * gh * gw // (merge * merge)
 
@@ -584,7 +638,12 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     video = qwen2_vl_video_grid(cfg, size, frames) if frames else None
     per_video = video[3] if video else 0
     per_audio = audio.tokens if audio else 0
-    need = 1 + n * (per_image + 2) + (per_video + 2 if video else 0) + (per_audio + 2 if audio else 0)
+    # (tokens, mm_token_type, text tokens beside the group): images, then the video (GLM-4.1V, Qwen3-VL: one group
+    # per temporal patch, a timestamp beside each, video_inputs.py frame_groups)
+    groups = [(per_image, 1, 0)] * n
+    if video:
+        groups += [(per_video // video[0], 2, 1)] * video[0] if frame_groups(cfg) else [(per_video, 2, 0)]
+    need = 1 + sum(t + 2 + gap for t, _, gap in groups) + (per_audio + 2 if audio else 0)
     if seq < need:
         what = (f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
                 + (f" and {per_audio} audio tokens" if audio else ""))
@@ -592,18 +651,20 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     ids, _ = sample_text_ids(cfg, b, seq)
     kind = torch.zeros(b, seq, dtype=LONG)  # mm_token_type_ids: 1 image, 2 video (processing_qwen2_vl.py)
     vision_tokens = torch.zeros(b, seq, dtype=torch.bool)
-    start, end = _token(cfg, "vision_start_token_id"), _token(cfg, "vision_end_token_id")
+    start = _token(cfg, "vision_start_token_id", "image_start_token_id")
+    end = _token(cfg, "vision_end_token_id", "image_end_token_id")
     pos = 1
-    for tokens, code in [(per_image, 1)] * n + ([(per_video, 2)] if video else []):
+    for tokens, code, gap in groups:
         ids[:, pos] = start if start is not None else ids[:, pos]
         kind[:, pos + 1:pos + 1 + tokens] = code
         ids[:, pos + 1 + tokens] = end if end is not None else ids[:, pos + 1 + tokens]
-        vision_tokens[:, pos:pos + tokens + 2] = True
-        pos += tokens + 2
+        vision_tokens[:, pos:pos + tokens + 2 + gap] = True
+        pos += tokens + 2 + gap
     if n:
         ids[kind == 1] = _token(cfg, "image_token_id", "image_token_index")
     if video:
-        ids[kind == 2] = _token(cfg, "video_token_id")
+        video_id = "image_token_id" if frames_as_images(cfg) else "video_token_id"
+        ids[kind == 2] = _token(cfg, video_id)
     if audio:  # [audio_start] [audio] * A [audio_end] after the vision inputs (processing_qwen2_5_omni.py)
         ids[:, pos] = _token(cfg, "audio_start_token_id")
         ids[:, pos + 1:pos + 1 + per_audio] = _token(cfg, "audio_token_id", "audio_token_index")
@@ -632,6 +693,8 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
         gt, vh, vw, _ = video
         inputs += [InputSpec("pixel_values_videos", (b * gt * vh * vw, *row), dtype),
                    _known("video_grid_thw", torch.tensor([[gt, vh, vw]] * b, dtype=LONG))]
+        if _takes(cfg, "video_second_per_grid"):  # the omni thinkers' rope reads it (video_inputs.py)
+            inputs.append(_known("video_second_per_grid", torch.tensor([omni_second_per_grid(cfg)] * b)))
     if audio:
         feats = audio.features
         inputs.append(InputSpec("input_features", (b * feats.shape[0], *feats.shape[1:]), dtype))

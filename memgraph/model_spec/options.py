@@ -253,7 +253,8 @@ class TrainingOptions:
     video_frames: int | None = option(
         None, "--video-frames",
         "frames of one video per sample, after the processor's sampling (Qwen2/2.5/3-VL-style models: frames grouped "
-        "by the temporal patch of 2, each frame resized like an image within the video processor's pixel budget); "
+        "by the temporal patch of 2, each frame resized like an image within the video processor's pixel budget; "
+        "LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA: frames at the vision tower's size); "
         "with it, --images defaults to 0", metavar="N", parse=positive_int, default_text="no video",
         noun="video frames")
     audio_seconds: float | None = option(

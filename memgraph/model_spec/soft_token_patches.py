@@ -26,6 +26,7 @@ import torch
 from memgraph.errors import MemgraphError
 
 MAX_SOFT_TOKENS = 280  # Gemma4ImageProcessor.max_soft_tokens (image_processing_gemma4.py, transformers 5.23)
+VIDEO_MAX_SOFT_TOKENS = 70  # Gemma4VideoProcessor.max_soft_tokens (video_processing_gemma4.py): each frame's budget
 
 
 def is_soft_token_patches(cfg, cls) -> bool:
@@ -55,21 +56,27 @@ def resized(cfg, height: int, width: int, max_soft_tokens: int = MAX_SOFT_TOKENS
     return th, tw
 
 
-def soft_tokens(cfg, height: int, width: int) -> int:
+def soft_tokens(cfg, height: int, width: int, max_soft_tokens: int = MAX_SOFT_TOKENS) -> int:
     """Soft tokens of one image: its patches after the resize, over ``pooling_kernel_size**2``."""
     v = cfg.vision_config
-    th, tw = resized(cfg, height, width)
+    th, tw = resized(cfg, height, width, max_soft_tokens)
     return (th // v.patch_size) * (tw // v.patch_size) // v.pooling_kernel_size ** 2
 
 
-def patch_inputs(cfg, n: int, height: int, width: int, dtype) -> tuple[tuple, torch.Tensor]:
+def patch_inputs(cfg, n: int, height: int, width: int, dtype,
+                 max_soft_tokens: int = MAX_SOFT_TOKENS) -> tuple[tuple, torch.Tensor]:
     """(``pixel_values`` shape, ``image_position_ids`` values) of ``n`` such images."""
     v = cfg.vision_config
     p, k = v.patch_size, v.pooling_kernel_size
-    th, tw = resized(cfg, height, width)
+    th, tw = resized(cfg, height, width, max_soft_tokens)
     ph, pw = th // p, tw // p
-    max_patches = MAX_SOFT_TOKENS * k * k
+    max_patches = max_soft_tokens * k * k
     channels = getattr(v, "num_channels", None) or 3
+    if merged_patches(v):
+        # Gemma 4 Unified: k x k patches merged into one model patch of (p * k)^2 * C values, their position the
+        # kernel's (x // k, y // k), padded to max_soft_tokens (image_processing_gemma4_unified.py patches_merge,
+        # pad_along_first_dim: ``(batch, max_soft_tokens, model_patch_size**2 * 3)``)
+        ph, pw, p, max_patches = ph // k, pw // k, p * k, max_soft_tokens
     ys, xs = torch.meshgrid(torch.arange(ph), torch.arange(pw), indexing="ij")
     real = torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=-1)  # (x, y), row by row, as the processor's "xy" grid
     positions = torch.full((max_patches, 2), -1, dtype=torch.int64)
@@ -77,4 +84,10 @@ def patch_inputs(cfg, n: int, height: int, width: int, dtype) -> tuple[tuple, to
     return (n, max_patches, p * p * channels), positions.unsqueeze(0).repeat(n, 1, 1)
 
 
-__all__ = ["MAX_SOFT_TOKENS", "is_soft_token_patches", "patch_inputs", "resized", "soft_tokens"]
+def merged_patches(vision) -> bool:
+    """The vision config names a merged ``model_patch_size`` (Gemma 4 Unified: ``patch_size * pooling_kernel_size``,
+    configuration_gemma4_unified.py): its processor hands the model merged patches."""
+    return isinstance(getattr(vision, "model_patch_size", None), int)
+
+
+__all__ = ["MAX_SOFT_TOKENS", "VIDEO_MAX_SOFT_TOKENS", "merged_patches", "is_soft_token_patches", "patch_inputs", "resized", "soft_tokens"]
