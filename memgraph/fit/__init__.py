@@ -79,7 +79,7 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: 
         else:
             _solve_seq(analyses, opts, yours, report, progress)
         report.changes = try_changes(analyses, opts, yours, progress, max_gpus)
-        report.why += removal_line(yours, next((o for o in report.changes if o.how != "failed"), None))
+        report.why += removal_line(yours, next((o for o in report.changes if o.result is not None), None))
         if not yours.fits_with_margin:
             report.plans = find_plans(analyses, yours, report.changes, progress)
             report.commands = [command_line("analyze", model, replace(given, **dict(p.outcome.changes)))

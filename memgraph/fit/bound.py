@@ -15,12 +15,34 @@ cannot fit where ``P + G`` exceeds the card, and fit/plans.py does not analyse i
 32.1 GB of weights and as much gradient are more than a 40 GB card whatever else changes).
 tests/test_fit_bound.py traces each such change on a small model and checks that its ``P + G`` is yours, and
 at most its allocated peak.
+
+**Sharded changes** (FSDP, DeepSpeed ZeRO-2/3 over ``N`` GPUs) keep neither, but each rank still runs your model's
+forward on your batch and holds at least a ``1/N`` share of the parameters and of the optimizer state.
+:func:`sharded_bound` reads ``A + (P + S) // N`` off your trace, at the moment the last iteration's backward
+begins: ``A`` the activations your model's modules saved for backward in that iteration's forward (op-made
+storages, not parameters, gradients, optimizer state or autocast copies), ``P`` every parameter, ``S`` the
+optimizer state alive then (made by the previous step). In the sharded step at its own backward start the same
+``A`` is alive (the same module ops on the same per-rank batch save the same tensors; FSDP2 and DeepSpeed wrap
+the modules, not their ops), and so are its parameter shards (FSDP2's padded dim-0 chunks, each at least
+``1/N``; ZeRO-2's whole flat group; ZeRO-3's partition) and state shards (each rank's partition of
+``exp_avg``/``exp_avg_sq``, ZeRO's fp32 master partition on top). It is used only where the change is the
+sharding alone (with an allocator change at most: :data:`SHARDING_ALONE`), and only when your precision is
+fp32: with bf16 or fp16 DeepSpeed's engine holds 16-bit weights and runs no autocast, so its activations are not
+yours, and under autocast FSDP2 saved fewer bytes than your step (measured on tiny-llama in bf16-mixed: 175,792 B
+against 222,896). ``fit`` then reports the change as "cannot fit" with the bound instead of tracing it (llama-3-8b
+at 4096 tokens in fp32: 120 GB of saved activations per rank, whatever the sharding). tests/test_fit_sharded.py
+traces FSDP over 2, 4, 8 and ZeRO-2/3 over 2, 8 on a small model: each allocated peak is at least its bound.
 """
 
 from __future__ import annotations
 
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.trace.record.event_log import Origin, Role
+
+# the fields a sharded change sets, and those that may change beside it with the bound still holding (the allocator's
+# configuration and the device total's extras: fit/analyses.py REPLAY_ONLY, read after the trace)
+SHARDING = ("nproc", "strategy", "deepspeed")
+SHARDING_ALONE = frozenset(SHARDING + ("allocator_conf", "context_bytes", "cuda_version", "module_loading"))
 
 NEUTRAL = frozenset({"attn_implementation", "loop", "loss", "gradient_checkpointing", "checkpoint_every",
                      "checkpoint_impl", "optimizer_impl", "optimizer", "activation_offload", "allocator_conf",
@@ -45,6 +67,44 @@ def params_and_grads(trace) -> int | None:
     return sum(s.nbytes for s in params) + sum(s.nbytes for s in grads)
 
 
+def _alive(s, event: int) -> bool:
+    return s.alloc_event < event and (s.free_event is None or s.free_event >= event)
+
+
+def sharded_parts(trace) -> tuple[int, int, int] | None:
+    """``(A, P, S)`` of ``trace`` (module docstring, "Sharded changes"), or None where the trace has no backward
+    or a parameter that does not live from setup to the end."""
+    log = trace.log
+    last = max((it for _, it, _ in log.phase_marks), default=None)
+    start = next((e for e, it, phase in log.phase_marks if it == last and phase == "backward"), None)
+    if start is None:
+        return None
+    params = [s for s in log.storages if s.origin == Origin.PARAMETER]
+    if not params or any(s.free_event is not None for s in params):
+        return None
+    saved = sum(s.nbytes for s in log.storages
+                if s.origin == Origin.OP and s.role is None and s.saved_for_backward and s.module
+                and s.iteration == last and s.phase == "forward" and _alive(s, start))
+    state = sum(s.nbytes for s in log.storages if s.role == Role.OPTIMIZER_STATE and _alive(s, start))
+    return saved, sum(s.nbytes for s in params), state
+
+
+def sharded_bound(parts: tuple[int, int, int] | None, yours: TrainingOptions, changed: TrainingOptions) -> int | None:
+    """A lower bound on the allocated peak per rank of ``changed``, a sharded change of ``yours`` (None: none)."""
+    if parts is None or yours.nproc != 1 or yours.strategy is not None or yours.deepspeed is not None:
+        return None
+    n = changed.nproc
+    if n < 2 or not (changed.strategy == "fsdp" or changed.deepspeed is not None):
+        return None
+    if yours.precision != "fp32" or (changed.deepspeed is not None and changed.strategy is not None):
+        return None
+    if any(getattr(yours, k) != getattr(changed, k) for k in TrainingOptions.__dataclass_fields__
+           if k not in SHARDING_ALONE):
+        return None
+    saved, params, state = parts
+    return saved + (params + state) // n
+
+
 def keeps_params_and_grads(yours: TrainingOptions, changed: TrainingOptions) -> bool:
     """Whether ``changed`` differs from ``yours`` only where ``P + G`` and their moment stay (module docstring)."""
     for name in TrainingOptions.__dataclass_fields__:
@@ -62,4 +122,5 @@ def cannot_fit(bound: int | None, yours: TrainingOptions, changed: TrainingOptio
     return bound is not None and bound > capacity and keeps_params_and_grads(yours, changed)
 
 
-__all__ = ["FLOAT32_WEIGHTS", "NEUTRAL", "cannot_fit", "keeps_params_and_grads", "params_and_grads"]
+__all__ = ["FLOAT32_WEIGHTS", "NEUTRAL", "SHARDING_ALONE", "cannot_fit", "keeps_params_and_grads", "params_and_grads",
+           "sharded_bound", "sharded_parts"]
