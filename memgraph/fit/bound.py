@@ -16,6 +16,13 @@ cannot fit where ``P + G`` exceeds the card, and fit/plans.py does not analyse i
 tests/test_fit_bound.py traces each such change on a small model and checks that its ``P + G`` is yours, and
 at most its allocated peak.
 
+**With the optimizer state.** The state a previous step made (Adam's ``exp_avg`` and ``exp_avg_sq``) is alive
+when the last iteration's step begins, beside ``P + G``: :func:`params_grads_state` reads ``P + G + S``, which
+holds for a set that also keeps the optimizer's kind and kernels (:data:`NEUTRAL_WITH_STATE`). fit/plans.py reads
+both bounds off your trace and off the trace of each single change of a set, for the set's other changes: with
+pure bf16 training (bf16 weights, gradients and state) llama-3-8b's 16 + 16 + 32 GB are more than a 40 GB card,
+so pure bf16 + checkpointing or activation offloading is not analysed.
+
 **Sharded changes** (FSDP, DeepSpeed ZeRO-2/3 over ``N`` GPUs) keep neither, but each rank still runs your model's
 forward on your batch and holds at least a ``1/N`` share of the parameters and of the optimizer state.
 :func:`sharded_bound` reads ``A + (P + S) // N`` off your trace, at the moment the last iteration's backward
@@ -47,12 +54,27 @@ SHARDING_ALONE = frozenset(SHARDING + ("allocator_conf", "context_bytes", "cuda_
 NEUTRAL = frozenset({"attn_implementation", "loop", "loss", "gradient_checkpointing", "checkpoint_every",
                      "checkpoint_impl", "optimizer_impl", "optimizer", "activation_offload", "allocator_conf",
                      "context_bytes", "cuda_version", "module_loading"})
+# with the optimizer state S: its kind and its kernels stay too (a fused or for-loop step keeps its own step tensors)
+NEUTRAL_WITH_STATE = NEUTRAL - {"optimizer", "optimizer_impl"}
 FLOAT32_WEIGHTS = ("fp32", "fp16-mixed", "bf16-mixed")  # model_spec/options.py --precision: float32 weights
 
 
 def params_and_grads(trace) -> int | None:
     """``P + G`` of ``trace`` (trace/tracer.py ``Trace``) where the trace shows them alive at once (module
     docstring), else None."""
+    found = _at_step(trace)
+    return found[0] if found is not None else None
+
+
+def params_grads_state(trace) -> int | None:
+    """``P + G + S`` of ``trace``: with the optimizer state alive when the last iteration's step begins (made by
+    the previous step; "With the optimizer state" in the module docstring), else None."""
+    found = _at_step(trace)
+    return found[0] + found[1] if found is not None else None
+
+
+def _at_step(trace) -> tuple[int, int] | None:
+    """``(P + G, S)`` at the start of the last iteration's optimizer phase, or None (module docstring)."""
     log = trace.log
     last = max((it for _, it, _ in log.phase_marks), default=None)
     step = next((e for e, it, phase in log.phase_marks if it == last and phase == "optimizer"), None)
@@ -64,7 +86,9 @@ def params_and_grads(trace) -> int | None:
         return None
     if any(s.alloc_event >= step or (s.free_event is not None and s.free_event < step) for s in grads):
         return None
-    return sum(s.nbytes for s in params) + sum(s.nbytes for s in grads)
+    state = sum(s.nbytes for s in log.storages if s.role == Role.OPTIMIZER_STATE and s.alloc_event < step
+                and (s.free_event is None or s.free_event >= step))
+    return sum(s.nbytes for s in params) + sum(s.nbytes for s in grads), state
 
 
 def _alive(s, event: int) -> bool:
@@ -105,11 +129,11 @@ def sharded_bound(parts: tuple[int, int, int] | None, yours: TrainingOptions, ch
     return saved + (params + state) // n
 
 
-def keeps_params_and_grads(yours: TrainingOptions, changed: TrainingOptions) -> bool:
+def keeps_params_and_grads(yours: TrainingOptions, changed: TrainingOptions, neutral=NEUTRAL) -> bool:
     """Whether ``changed`` differs from ``yours`` only where ``P + G`` and their moment stay (module docstring)."""
     for name in TrainingOptions.__dataclass_fields__:
         a, b = getattr(yours, name), getattr(changed, name)
-        if a == b or name in NEUTRAL:
+        if a == b or name in neutral:
             continue
         if name == "precision" and a in FLOAT32_WEIGHTS and b in FLOAT32_WEIGHTS:
             continue
@@ -117,10 +141,19 @@ def keeps_params_and_grads(yours: TrainingOptions, changed: TrainingOptions) -> 
     return True
 
 
-def cannot_fit(bound: int | None, yours: TrainingOptions, changed: TrainingOptions, capacity: int) -> bool:
-    """Whether ``changed`` cannot fit ``capacity`` bytes by the bound (None: no bound, so it may)."""
+def keeps_state(yours: TrainingOptions, changed: TrainingOptions) -> bool:
+    """Whether ``changed`` keeps ``P + G`` and the optimizer state ``S`` too: the optimizer and its kernels as yours."""
+    return keeps_params_and_grads(yours, changed, NEUTRAL_WITH_STATE)
+
+
+def cannot_fit(bound: int | None, yours: TrainingOptions, changed: TrainingOptions, capacity: int,
+               with_state: int | None = None) -> bool:
+    """Whether ``changed`` cannot fit ``capacity`` bytes by the bound ``P + G`` (or ``with_state``, ``P + G + S``, where
+    it keeps the state too); None: no bound, so it may."""
+    if with_state is not None and with_state > capacity and keeps_state(yours, changed):
+        return True
     return bound is not None and bound > capacity and keeps_params_and_grads(yours, changed)
 
 
-__all__ = ["FLOAT32_WEIGHTS", "NEUTRAL", "SHARDING_ALONE", "cannot_fit", "keeps_params_and_grads", "params_and_grads",
-           "sharded_bound", "sharded_parts"]
+__all__ = ["FLOAT32_WEIGHTS", "NEUTRAL", "NEUTRAL_WITH_STATE", "SHARDING_ALONE", "cannot_fit", "keeps_params_and_grads",
+           "keeps_state", "params_and_grads", "params_grads_state", "sharded_bound", "sharded_parts"]
