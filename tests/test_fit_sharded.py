@@ -152,3 +152,20 @@ def test_deepspeed_is_traced_at_full_depth_without_an_attempt(tmp_path, monkeypa
     off = analyze(str(deep), replace(opts, depth_synthesis="off"))  # the full trace, as the attempt fell back to
     assert (r.required_bytes, r.required_bytes_upper, r.steady_state_peak.bytes) == \
         (off.required_bytes, off.required_bytes_upper, off.steady_state_peak.bytes)
+
+
+def test_a_ruled_out_change_reads_as_a_bound_in_the_table_and_the_json():
+    from memgraph.fit.outcome import FitReport, ruled_out
+    from memgraph.fit.render import render_fit
+
+    opts = TrainingOptions(seq_len=32)
+    yours = Outcome("your settings", opts, 50 * GiB, 50 * GiB, 52 * GiB, 40 * GiB, False, False, 1.0)
+    b = ruled_out("FSDP over 8 GPUs", replace(opts, nproc=8, strategy="fsdp"), 42 * GiB, 40 * GiB, "needs 8 GPUs",
+                  (("nproc", 8), ("strategy", "fsdp")))
+    report = FitReport("m", "A100", 40 * GiB, yours, "batch-size", None, "x", changes=[b])
+    table = render_fit(report, "table")
+    assert "a lower bound, not analysed" in table
+    assert [line.split() for line in table.splitlines() if line.startswith("FSDP")] == \
+        [["FSDP", "over", "8", "GPUs", ">=", "42.00", "GiB", "-", "no", "(bound)", "-", "needs", "8", "GPUs"]]
+    change = json.loads(render_fit(report, "json"))["changes"][0]
+    assert change["required_bytes"] == 42 * GiB and change["how"] == BOUND_HOW and not change["fits"]

@@ -52,7 +52,9 @@ def _table(r: FitReport) -> str:
                      f"{_verdict(o)}")
     saving = [o for o in r.changes if o.how != "failed" and o.device_total < y.device_total]
     if saving:
-        lines += ["", "== each change applied to your settings alone (a real prediction each), smallest first ==",
+        each = "a real prediction each" + ("; >=: a lower bound, not analysed (fit/bound.py)"
+                                           if any(o.how == BOUND_HOW for o in saving) else "")
+        lines += ["", f"== each change applied to your settings alone ({each}), smallest first ==",
                   _changes_table(y, saving + [o for o in r.changes if o.how == "failed"])]
     idle = [o for o in r.changes if o.how != "failed" and o.device_total >= y.device_total]
     if idle:
