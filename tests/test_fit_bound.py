@@ -125,3 +125,75 @@ def test_plans_do_not_analyse_sets_the_bound_rules_out():
     assert analyses.analysed == ["chunked cross-entropy + pure bf16 training",
                                  "gradient checkpointing + pure bf16 training",
                                  "chunked cross-entropy + gradient checkpointing + pure bf16 training"]
+
+
+def test_optimizer_state_joins_the_bound_where_the_optimizer_stays():
+    """P + G = 5 GiB as above, plus 3 GiB of state made by iteration 1's step: 8 GiB. On a 6 GiB card the P + G bound
+    rules nothing out, P + G + S rules out the sets that keep the optimizer; the 8-bit AdamW one is analysed. A
+    single change's own trace is a base too: pure bf16's (P + G + S = 7 GiB here) rules out pure bf16 + checkpointing."""
+    from types import SimpleNamespace
+
+    from memgraph.fit.bound import keeps_state, params_grads_state
+    from memgraph.trace.record.event_log import EventLog, Origin, Role, StorageRecord
+
+    def log(p, g, s):
+        return SimpleNamespace(log=EventLog(
+            storages=[StorageRecord(0, p, "float32", (1,), Origin.PARAMETER, "w", "", "setup", 0, -1, 0),
+                      StorageRecord(1, s, "float32", (1,), Origin.OP, "exp_avg", "", "optimizer", 1, 0, 1,
+                                    role=Role.OPTIMIZER_STATE),
+                      StorageRecord(2, g, "float32", (1,), Origin.OP, "g", "", "backward", 2, 0, 3, role=Role.GRADIENT)],
+            events=[("alloc", 0), ("alloc", 1), ("alloc", 2)],
+            phase_marks=[(0, 0, "setup"), (1, 1, "optimizer"), (2, 2, "backward"), (4, 2, "optimizer")]))
+
+    yours_opts = TrainingOptions(seq_len=32)
+    assert params_and_grads(log(3 * GiB, 2 * GiB, 3 * GiB)) == 5 * GiB
+    assert params_grads_state(log(3 * GiB, 2 * GiB, 3 * GiB)) == 8 * GiB  # 3 + 2 + 3
+    assert keeps_state(yours_opts, replace(yours_opts, gradient_checkpointing=True))
+    assert not keeps_state(yours_opts, replace(yours_opts, optimizer="adamw8bit"))
+    assert not keeps_state(yours_opts, replace(yours_opts, optimizer_impl="for-loop"))
+
+    class _Six(_Analyses):
+        def outcome(self, opts, label, cost="", changes=()):
+            self.analysed.append(label)
+            return _outcome6(label, (10 - len(changes)) * GiB, opts, tuple(changes))
+
+    def _outcome6(label, total, opts, changes):
+        return Outcome(label, opts, total, total, total, 6 * GiB, False, False, 0.0, "", None, changes)
+
+    names = ["chunked cross-entropy", "gradient checkpointing", "8-bit AdamW (bitsandbytes)", "pure bf16 training"]
+    singles = [_outcome6(n, 7 * GiB, next(c for c in CANDIDATES if c.name == n).apply(yours_opts),
+                         next(c for c in CANDIDATES if c.name == n).changes) for n in names]
+    analyses = _Six(yours_opts, log(3 * GiB, 2 * GiB, 3 * GiB))
+    bf16 = singles[3].options  # pure bf16's own trace, written here: P + G + S = 2 + 2 + 3 = 7 GiB
+    analyses.traces[trace_key(bf16)] = log(2 * GiB, 2 * GiB, 3 * GiB)
+    find_plans(analyses, _outcome6("your settings", 10 * GiB, yours_opts, ()), singles, QUIET)
+    pairs = [a for a in analyses.analysed if a.count(" + ") == 1]
+    # ruled out: chunked + checkpointing (yours: 8 GiB), checkpointing/chunked + pure bf16 (pure bf16's: 7 GiB)
+    assert pairs == ["chunked cross-entropy + 8-bit AdamW (bitsandbytes)",
+                     "gradient checkpointing + 8-bit AdamW (bitsandbytes)",
+                     "8-bit AdamW (bitsandbytes) + pure bf16 training"]
+
+
+@pytest.mark.slow  # a trace of tiny-llama per change, in fp32 and in pure bf16
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_each_change_that_keeps_the_state_has_your_params_grads_and_state(precision):
+    """Measured: each change the P + G + S bound trusts, traced, has the base's P + G + S at its optimizer step, at
+    most its allocated peak; by hand for fp32: 4 B weights and gradients, Adam's two 4 B moments and a 4 B step for
+    each of the 21 parameters."""
+    from memgraph.fit.bound import keeps_state, params_grads_state
+
+    spec, opts = _setup(precision=precision)
+    analyses = Analyses(spec)
+    analyses.outcome(opts, "yours")
+    base = params_grads_state(analyses.traces[trace_key(opts)])
+    if precision == "fp32":
+        assert base == 4 * 4 * PARAMETERS + 21 * 4 == 3_232_852
+    checked = []
+    for c in CANDIDATES:
+        if not c.applies_to(opts) or not keeps_state(opts, c.apply(opts)):
+            continue
+        o = analyses.outcome(c.apply(opts), c.name)
+        assert params_grads_state(analyses.traces[trace_key(c.apply(opts))]) == base, c.name
+        assert base <= o.allocated <= o.device_total, c.name
+        checked.append(c.name)
+    assert {"gradient checkpointing", "activation offloading", "chunked cross-entropy"} <= set(checked)

@@ -196,6 +196,10 @@ def test_first_suggestion_fits_when_run_as_printed():
     pasted = _parsed(r.commands[0])
     assert pasted == replace(opts, **dict(r.plans[0].outcome.changes))
     assert analyze(TINY, pasted).fits_with_margin
+    for plan, command in zip(r.plans, r.commands):  # each plan's bytes are a fresh analysis' of its command
+        fresh = analyze(TINY, _parsed(command))
+        assert (plan.outcome.device_total, plan.outcome.device_total_upper, plan.outcome.allocated) == \
+            (fresh.required_bytes, fresh.required_bytes_upper, fresh.steady_state_peak.bytes), command
 
 
 # The issue's five scenarios, as users ask them. Each: the first suggestion, run as printed, fits; no suggestion is

@@ -20,7 +20,9 @@ Every number here is a prediction of memgraph's own analysis, never a rule of th
 Analyses are memoised by options and a change the trace does not read (the allocator's configuration) is
 only replayed on the trace it shares (fit/analyses.py), so a fit costs a trace per distinct step; with depth
 synthesis, the notes-only shallow trace is shared by every setting whose 3- and 4-layer notes are the same
-strings (memgraph/trace/shortcuts/depth_run.py ``shared_notes_trace``).
+strings (memgraph/trace/shortcuts/depth_run.py ``shared_notes_trace``). What cannot fit by a lower bound read
+off a trace fit already has is not traced (fit/bound.py): sets of changes that keep the parameters, gradients
+(and optimizer state), and sharded changes (FSDP, ZeRO over N) whose saved activations alone exceed the card.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: 
         else:
             _solve_seq(analyses, opts, yours, report, progress)
         report.changes = try_changes(analyses, opts, yours, progress, max_gpus)
-        report.why += removal_line(yours, next((o for o in report.changes if o.how != "failed"), None))
+        report.why += removal_line(yours, next((o for o in report.changes if o.result is not None), None))
         if not yours.fits_with_margin:
             report.plans = find_plans(analyses, yours, report.changes, progress)
             report.commands = [command_line("analyze", model, replace(given, **dict(p.outcome.changes)))

@@ -15,6 +15,30 @@ cannot fit where ``P + G`` exceeds the card, and fit/plans.py does not analyse i
 32.1 GB of weights and as much gradient are more than a 40 GB card whatever else changes).
 tests/test_fit_bound.py traces each such change on a small model and checks that its ``P + G`` is yours, and
 at most its allocated peak.
+
+**With the optimizer state.** The state a previous step made (Adam's ``exp_avg`` and ``exp_avg_sq``) is alive
+when the last iteration's step begins, beside ``P + G``: :func:`params_grads_state` reads ``P + G + S``, which
+holds for a set that also keeps the optimizer's kind and kernels (:data:`NEUTRAL_WITH_STATE`). fit/plans.py reads
+both bounds off your trace and off the trace of each single change of a set, for the set's other changes: with
+pure bf16 training (bf16 weights, gradients and state) llama-3-8b's 16 + 16 + 32 GB are more than a 40 GB card,
+so pure bf16 + checkpointing or activation offloading is not analysed.
+
+**Sharded changes** (FSDP, DeepSpeed ZeRO-2/3 over ``N`` GPUs) keep neither, but each rank still runs your model's
+forward on your batch and holds at least a ``1/N`` share of the parameters and of the optimizer state.
+:func:`sharded_bound` reads ``A + (P + S) // N`` off your trace, at the moment the last iteration's backward
+begins: ``A`` the activations your model's modules saved for backward in that iteration's forward (op-made
+storages, not parameters, gradients, optimizer state or autocast copies), ``P`` every parameter, ``S`` the
+optimizer state alive then (made by the previous step). In the sharded step at its own backward start the same
+``A`` is alive (the same module ops on the same per-rank batch save the same tensors; FSDP2 and DeepSpeed wrap
+the modules, not their ops), and so are its parameter shards (FSDP2's padded dim-0 chunks, each at least
+``1/N``; ZeRO-2's whole flat group; ZeRO-3's partition) and state shards (each rank's partition of
+``exp_avg``/``exp_avg_sq``, ZeRO's fp32 master partition on top). It is used only where the change is the
+sharding alone (with an allocator change at most: :data:`SHARDING_ALONE`), and only when your precision is
+fp32: with bf16 or fp16 DeepSpeed's engine holds 16-bit weights and runs no autocast, so its activations are not
+yours, and under autocast FSDP2 saved fewer bytes than your step (measured on tiny-llama in bf16-mixed: 175,792 B
+against 222,896). ``fit`` then reports the change as "cannot fit" with the bound instead of tracing it (llama-3-8b
+at 4096 tokens in fp32: 120 GB of saved activations per rank, whatever the sharding). tests/test_fit_sharded.py
+traces FSDP over 2, 4, 8 and ZeRO-2/3 over 2, 8 on a small model: each allocated peak is at least its bound.
 """
 
 from __future__ import annotations
@@ -22,15 +46,35 @@ from __future__ import annotations
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.trace.record.event_log import Origin, Role
 
+# the fields a sharded change sets, and those that may change beside it with the bound still holding (the allocator's
+# configuration and the device total's extras: fit/analyses.py REPLAY_ONLY, read after the trace)
+SHARDING = ("nproc", "strategy", "deepspeed")
+SHARDING_ALONE = frozenset(SHARDING + ("allocator_conf", "context_bytes", "cuda_version", "module_loading"))
+
 NEUTRAL = frozenset({"attn_implementation", "loop", "loss", "gradient_checkpointing", "checkpoint_every",
                      "checkpoint_impl", "optimizer_impl", "optimizer", "activation_offload", "allocator_conf",
                      "context_bytes", "cuda_version", "module_loading"})
+# with the optimizer state S: its kind and its kernels stay too (a fused or for-loop step keeps its own step tensors)
+NEUTRAL_WITH_STATE = NEUTRAL - {"optimizer", "optimizer_impl"}
 FLOAT32_WEIGHTS = ("fp32", "fp16-mixed", "bf16-mixed")  # model_spec/options.py --precision: float32 weights
 
 
 def params_and_grads(trace) -> int | None:
     """``P + G`` of ``trace`` (trace/tracer.py ``Trace``) where the trace shows them alive at once (module
     docstring), else None."""
+    found = _at_step(trace)
+    return found[0] if found is not None else None
+
+
+def params_grads_state(trace) -> int | None:
+    """``P + G + S`` of ``trace``: with the optimizer state alive when the last iteration's step begins (made by
+    the previous step; "With the optimizer state" in the module docstring), else None."""
+    found = _at_step(trace)
+    return found[0] + found[1] if found is not None else None
+
+
+def _at_step(trace) -> tuple[int, int] | None:
+    """``(P + G, S)`` at the start of the last iteration's optimizer phase, or None (module docstring)."""
     log = trace.log
     last = max((it for _, it, _ in log.phase_marks), default=None)
     step = next((e for e, it, phase in log.phase_marks if it == last and phase == "optimizer"), None)
@@ -42,14 +86,54 @@ def params_and_grads(trace) -> int | None:
         return None
     if any(s.alloc_event >= step or (s.free_event is not None and s.free_event < step) for s in grads):
         return None
-    return sum(s.nbytes for s in params) + sum(s.nbytes for s in grads)
+    state = sum(s.nbytes for s in log.storages if s.role == Role.OPTIMIZER_STATE and s.alloc_event < step
+                and (s.free_event is None or s.free_event >= step))
+    return sum(s.nbytes for s in params) + sum(s.nbytes for s in grads), state
 
 
-def keeps_params_and_grads(yours: TrainingOptions, changed: TrainingOptions) -> bool:
+def _alive(s, event: int) -> bool:
+    return s.alloc_event < event and (s.free_event is None or s.free_event >= event)
+
+
+def sharded_parts(trace) -> tuple[int, int, int] | None:
+    """``(A, P, S)`` of ``trace`` (module docstring, "Sharded changes"), or None where the trace has no backward
+    or a parameter that does not live from setup to the end."""
+    log = trace.log
+    last = max((it for _, it, _ in log.phase_marks), default=None)
+    start = next((e for e, it, phase in log.phase_marks if it == last and phase == "backward"), None)
+    if start is None:
+        return None
+    params = [s for s in log.storages if s.origin == Origin.PARAMETER]
+    if not params or any(s.free_event is not None for s in params):
+        return None
+    saved = sum(s.nbytes for s in log.storages
+                if s.origin == Origin.OP and s.role is None and s.saved_for_backward and s.module
+                and s.iteration == last and s.phase == "forward" and _alive(s, start))
+    state = sum(s.nbytes for s in log.storages if s.role == Role.OPTIMIZER_STATE and _alive(s, start))
+    return saved, sum(s.nbytes for s in params), state
+
+
+def sharded_bound(parts: tuple[int, int, int] | None, yours: TrainingOptions, changed: TrainingOptions) -> int | None:
+    """A lower bound on the allocated peak per rank of ``changed``, a sharded change of ``yours`` (None: none)."""
+    if parts is None or yours.nproc != 1 or yours.strategy is not None or yours.deepspeed is not None:
+        return None
+    n = changed.nproc
+    if n < 2 or not (changed.strategy == "fsdp" or changed.deepspeed is not None):
+        return None
+    if yours.precision != "fp32" or (changed.deepspeed is not None and changed.strategy is not None):
+        return None
+    if any(getattr(yours, k) != getattr(changed, k) for k in TrainingOptions.__dataclass_fields__
+           if k not in SHARDING_ALONE):
+        return None
+    saved, params, state = parts
+    return saved + (params + state) // n
+
+
+def keeps_params_and_grads(yours: TrainingOptions, changed: TrainingOptions, neutral=NEUTRAL) -> bool:
     """Whether ``changed`` differs from ``yours`` only where ``P + G`` and their moment stay (module docstring)."""
     for name in TrainingOptions.__dataclass_fields__:
         a, b = getattr(yours, name), getattr(changed, name)
-        if a == b or name in NEUTRAL:
+        if a == b or name in neutral:
             continue
         if name == "precision" and a in FLOAT32_WEIGHTS and b in FLOAT32_WEIGHTS:
             continue
@@ -57,9 +141,19 @@ def keeps_params_and_grads(yours: TrainingOptions, changed: TrainingOptions) -> 
     return True
 
 
-def cannot_fit(bound: int | None, yours: TrainingOptions, changed: TrainingOptions, capacity: int) -> bool:
-    """Whether ``changed`` cannot fit ``capacity`` bytes by the bound (None: no bound, so it may)."""
+def keeps_state(yours: TrainingOptions, changed: TrainingOptions) -> bool:
+    """Whether ``changed`` keeps ``P + G`` and the optimizer state ``S`` too: the optimizer and its kernels as yours."""
+    return keeps_params_and_grads(yours, changed, NEUTRAL_WITH_STATE)
+
+
+def cannot_fit(bound: int | None, yours: TrainingOptions, changed: TrainingOptions, capacity: int,
+               with_state: int | None = None) -> bool:
+    """Whether ``changed`` cannot fit ``capacity`` bytes by the bound ``P + G`` (or ``with_state``, ``P + G + S``, where
+    it keeps the state too); None: no bound, so it may."""
+    if with_state is not None and with_state > capacity and keeps_state(yours, changed):
+        return True
     return bound is not None and bound > capacity and keeps_params_and_grads(yours, changed)
 
 
-__all__ = ["FLOAT32_WEIGHTS", "NEUTRAL", "cannot_fit", "keeps_params_and_grads", "params_and_grads"]
+__all__ = ["FLOAT32_WEIGHTS", "NEUTRAL", "NEUTRAL_WITH_STATE", "SHARDING_ALONE", "cannot_fit", "keeps_params_and_grads",
+           "keeps_state", "params_and_grads", "params_grads_state", "sharded_bound", "sharded_parts"]

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from memgraph.errors import MemgraphError
-from memgraph.fit.analyses import Analyses
-from memgraph.fit.outcome import Outcome, failed
+from memgraph.fit.analyses import Analyses, trace_key
+from memgraph.fit.bound import sharded_bound, sharded_parts
+from memgraph.fit.outcome import BOUND_HOW, Outcome, failed, ruled_out
 from memgraph.fit.progress import FitProgress
 from memgraph.fit.zero import zero_changes
 from memgraph.model_spec.options import TrainingOptions
@@ -108,14 +109,18 @@ def zero_candidates(opts: TrainingOptions, sizes: list[int], yours: Outcome) -> 
 
 def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progress: FitProgress,
                 max_gpus: int = max(FSDP_WORLD_SIZES)) -> list[Outcome]:
-    """Each applicable change analysed on your settings, ranked by device total (refused ones last); FSDP and
+    """Each applicable change analysed on your settings, ranked by device total (those the sharded bound ruled out
+    next, refused ones last); FSDP and
     DeepSpeed ZeRO-2/3 (fit/zero.py) over at most ``max_gpus`` GPUs (``fit --max-gpus``)."""
     sizes = [n for n in FSDP_WORLD_SIZES if n <= max_gpus]
     todo = [c for c in CANDIDATES if c.applies_to(opts)] + zero_candidates(opts, sizes, yours)
     with_fsdp = bool(sizes) and not yours.fits_with_margin and opts.strategy is None and fsdp(2).applies_to(opts)
     total = len(todo) + with_fsdp
-    jobs = [(c.apply(opts), c.name, c.cost, c.changes) for c in todo]  # applies_to: apply() succeeds
-    if with_fsdp:  # the first FSDP size tried (_smallest_fsdp) traces alongside
+    # sharded changes that cannot fit by the bound (fit/bound.py sharded_bound) are not analysed
+    bound = _SharedBound(analyses, opts, yours.capacity)
+    jobs = [(c.apply(opts), c.name, c.cost, c.changes) for c in todo  # applies_to: apply() succeeds
+            if bound.of(c.apply(opts)) is None]
+    if with_fsdp and bound.of(fsdp(max(sizes)).apply(opts)) is None:  # the first FSDP size tried traces alongside
         big = fsdp(max(sizes))
         jobs.append((big.apply(opts), big.name, big.cost, big.changes))
     progress.stage(f"{len(jobs)} changes, analysed in parallel")
@@ -123,16 +128,34 @@ def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progr
     tried = []
     for i, c in enumerate(todo, 1):
         progress.stage(f"[{i}/{total}] {c.name}")
-        tried.append(_try(analyses, c, opts, yours.capacity))
+        tried.append(_try(analyses, c, opts, yours.capacity, bound))
         progress.done(f"[{i}/{total}] {tried[-1].label}: {summary(tried[-1])}")
     if with_fsdp:
-        tried.append(_smallest_fsdp(analyses, opts, yours.capacity, progress, sizes))
+        tried.append(_smallest_fsdp(analyses, opts, yours.capacity, progress, sizes, bound))
         progress.done(f"[{total}/{total}] {tried[-1].label}: {summary(tried[-1])}")
-    return sorted(tried, key=lambda o: (o.how == "failed", o.device_total))
+    return sorted(tried, key=lambda o: (o.how == "failed", o.how == BOUND_HOW, o.device_total))  # bounds after
 
 
-def _try(analyses: Analyses, c: Candidate, opts: TrainingOptions, capacity: int) -> Outcome:
+class _SharedBound:
+    """The sharded changes' lower bound (fit/bound.py) from your trace, where it rules the change out."""
+
+    def __init__(self, analyses: Analyses, opts: TrainingOptions, capacity: int):
+        trace = getattr(analyses, "traces", {}).get(trace_key(opts))
+        self.parts = sharded_parts(trace) if trace is not None else None
+        self.opts, self.capacity = opts, capacity
+
+    def of(self, changed: TrainingOptions) -> int | None:
+        """The bound of ``changed`` where it exceeds the card, else None (analyse it)."""
+        b = sharded_bound(self.parts, self.opts, changed)
+        return b if b is not None and b > self.capacity else None
+
+
+def _try(analyses: Analyses, c: Candidate, opts: TrainingOptions, capacity: int,
+         bound: _SharedBound | None = None) -> Outcome:
     changed = c.apply(opts)
+    ruled = bound.of(changed) if bound is not None else None
+    if ruled is not None:
+        return ruled_out(c.name, changed, ruled, capacity, c.cost, c.changes)
     try:
         return analyses.outcome(changed, c.name, c.cost, c.changes)
     except MemgraphError as e:  # a change this model cannot take (e.g. SDPA unsupported): say so, go on
@@ -140,13 +163,14 @@ def _try(analyses: Analyses, c: Candidate, opts: TrainingOptions, capacity: int)
 
 
 def _smallest_fsdp(analyses: Analyses, opts: TrainingOptions, capacity: int, progress: FitProgress,
-                   sizes: list[int]) -> Outcome:
+                   sizes: list[int], bound: _SharedBound | None = None) -> Outcome:
     """FSDP over the fewest GPUs of ``sizes`` that fits: the largest first (one analysis when even it does not
-    fit), then halving while it still fits."""
+    fit, none when the bound rules it out), then halving while it still fits (a size the bound rules out ends it
+    unanalysed: fewer GPUs hold larger shards)."""
     best = None
     for n in sorted(sizes, reverse=True):
         progress.stage(f"FSDP over {n} GPUs")
-        o = _try(analyses, fsdp(n), opts, capacity)
+        o = _try(analyses, fsdp(n), opts, capacity, bound)
         if best is None or o.fits_with_margin:
             best = o
         if not o.fits_with_margin:
@@ -158,5 +182,7 @@ def summary(o: Outcome) -> str:
     """``38.20 GiB, fits (4.1 s, traced)``: one analysis in a line."""
     if o.how == "failed":
         return o.cost
+    if o.how == BOUND_HOW:
+        return f"at least {human_bytes(o.device_total)}, does not fit (not analysed: fit/bound.py)"
     verdict = "fits" if o.fits_with_margin else "does not fit"
     return f"{human_bytes(o.device_total)}, {verdict} ({o.seconds:.1f} s, {o.how})"

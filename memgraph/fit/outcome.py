@@ -49,6 +49,17 @@ def failed(label: str, opts: TrainingOptions, capacity: int, reason: str, change
                    tuple(changes), "failed")
 
 
+BOUND_HOW = "not analysed: at least its lower bound (fit/bound.py), more than the card"
+
+
+def ruled_out(label: str, opts: TrainingOptions, bound: int, capacity: int, cost: str = "", changes=()) -> Outcome:
+    """A change not analysed because it needs at least ``bound`` bytes, more than ``capacity`` (fit/bound.py
+    ``sharded_bound``): its totals are that lower bound."""
+    return Outcome(label, opts, bound, bound, bound, capacity, False, False, 0.0, cost, None, tuple(changes),
+                   BOUND_HOW)
+
+
+
 @dataclass
 class FitReport:
     model: str

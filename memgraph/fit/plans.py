@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from memgraph.errors import MemgraphError
 from memgraph.fit.analyses import REPLAY_ONLY, Analyses, trace_key
-from memgraph.fit.bound import cannot_fit, params_and_grads
+from memgraph.fit.bound import cannot_fit, params_and_grads, params_grads_state, sharded_bound, sharded_parts
 from memgraph.fit.candidates import CANDIDATES, HARDWARE
 from memgraph.fit.outcome import Outcome
 from memgraph.fit.progress import FitProgress
@@ -70,15 +70,24 @@ def find_plans(analyses: Analyses, yours: Outcome, singles: list[Outcome], progr
     usable = [o for o in singles if o.how != "failed" and o.device_total < yours.device_total]
     replay_only = [o for o in usable if all(k in REPLAY_ONLY for k, _ in o.changes)]
     traces = getattr(analyses, "traces", {})
-    bound = params_and_grads(traces[trace_key(yours.options)]) if trace_key(yours.options) in traces else None
+    mine = traces.get(trace_key(yours.options))
+    parts = sharded_parts(mine) if mine is not None else None  # a sharded change with an allocator change
+    # the bounds of fit/bound.py off your trace and off each single change's, for the other changes of a set
+    bases = [(o.options, traces[trace_key(o.options)]) for o in [yours] + usable if trace_key(o.options) in traces]
+    bounds = [(opts, params_and_grads(t), params_grads_state(t)) for opts, t in bases]
+
+    def ruled_out(s: tuple) -> bool:
+        changed = _options(yours, s)
+        return (any(cannot_fit(pg, base, changed, yours.capacity, pgs) for base, pg, pgs in bounds)
+                or (sharded_bound(parts, yours.options, changed) or 0) > yours.capacity)
+
     plans: list[Plan] = []
     for size in range(1, MAX_CHANGES + 1):
         if len(plans) >= WANT:
             break
         todo = _sets_to_analyse(yours, usable, size, plans)
         # not analysed: sets that cannot fit by the bound (fit/bound.py), which could be no plan (the same plans)
-        todo = [s for s in todo
-                if size == 1 or not cannot_fit(bound, yours.options, _options(yours, s), yours.capacity)]
+        todo = [s for s in todo if size == 1 or not ruled_out(s)]
         jobs = [(_options(yours, s), _label(s), _cost(s), _changes(s)) for s in todo if size > 1]
         if jobs:
             progress.stage(f"{len(jobs)} sets of {size} changes, analysed in parallel")

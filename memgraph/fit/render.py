@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memgraph.fit.outcome import FitReport, Outcome
+from memgraph.fit.outcome import BOUND_HOW, FitReport, Outcome
 from memgraph.units import human_bytes
 
 
@@ -52,7 +52,9 @@ def _table(r: FitReport) -> str:
                      f"{_verdict(o)}")
     saving = [o for o in r.changes if o.how != "failed" and o.device_total < y.device_total]
     if saving:
-        lines += ["", "== each change applied to your settings alone (a real prediction each), smallest first ==",
+        each = "a real prediction each" + ("; >=: a lower bound, not analysed (fit/bound.py)"
+                                           if any(o.how == BOUND_HOW for o in saving) else "")
+        lines += ["", f"== each change applied to your settings alone ({each}), smallest first ==",
                   _changes_table(y, saving + [o for o in r.changes if o.how == "failed"])]
     idle = [o for o in r.changes if o.how != "failed" and o.device_total >= y.device_total]
     if idle:
@@ -84,6 +86,9 @@ def _changes_table(y: Outcome, changes: list[Outcome]) -> str:
             rows.append([o.label, "-", "-", "-", "-", o.cost])
             continue
         saves = y.device_total - o.device_total
+        if o.how == BOUND_HOW:  # not analysed: the sharded bound (fit/bound.py) is above the card
+            rows.append([o.label, f">= {human_bytes(o.device_total)}", "-", "no (bound)", "-", o.cost])
+            continue
         rows.append([o.label, human_bytes(o.device_total), human_bytes(o.device_total_upper),
                      "yes" if o.fits_with_margin else ("expected only" if o.fits else "no"),
                      human_bytes(saves) if saves > 0 else ("+" + human_bytes(-saves) if saves < 0 else "0 B"),

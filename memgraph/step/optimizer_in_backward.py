@@ -22,6 +22,7 @@ import torch
 
 from memgraph.model_spec.optimizers import make_optimizer
 from memgraph.model_spec.options import TrainingOptions
+from memgraph.notes import Note
 
 
 class OptimizerInBackward:
@@ -49,9 +50,11 @@ class OptimizerInBackward:
         return None
 
     def describe(self) -> str:
-        return (f"optimizer in backward: {len(self.per_param)} {self.name} optimizers, one per trainable parameter, "
-                "each stepped from the parameter's post-accumulate-grad hook, which then frees the gradient "
-                "(torchtune's register_optim_in_bwd_hooks)")
+        # a typed note: the count follows the depth (depth synthesis moves it without a third, notes-only trace)
+        return Note("optimizer in backward: {count} {name} optimizers, one per trainable parameter, "
+                    "each stepped from the parameter's post-accumulate-grad hook, which then frees the gradient "
+                    "(torchtune's register_optim_in_bwd_hooks)", per_layer=("count",), count=len(self.per_param),
+                    name=self.name)
 
 
 def make_step_optimizer(opts: TrainingOptions, params: list[torch.nn.Parameter], impl: str):

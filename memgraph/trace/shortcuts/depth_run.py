@@ -43,6 +43,14 @@ from memgraph.trace.shortcuts.checks import first_difference
 BASE_DEPTH = 3  # traced depths 3 and 4 (and 2 for plain-str notes that differ); layer 1 is repeated
 # synthesis only where it traces fewer layers than the model has: at most 2 + 3 + 4 = 9 are traced
 MIN_DEPTH = (BASE_DEPTH - 1) + BASE_DEPTH + (BASE_DEPTH + 1) + 1
+# DeepSpeed is traced at full depth without trying: its ZeRO-2/3 logs do not repeat per layer. The engine flattens
+# every layer's weights into one flat group (bit16_groups_flat, stage 2) or partitions them (stage 3), and fills its
+# reduce buckets (reduce_bucket_size elements: hidden_size² under "auto") across layer boundaries, so a bucket's
+# flush falls at another place in each layer (llama-3-8b: 218,112,000 elements a layer, 13.0005 buckets of 4096²).
+# Measured on tiny-llama at 12 layers, zero2.json and zero3.json over 8 ranks (the notes' rounded buffer sizes
+# aside): the synthesis of 4 layers from 3 differs from the 4-layer trace (stage 2: its iteration bounds; stage 3:
+# a storage freed before its allocation in the copied layer), so the attempt always ended in the full trace.
+DEEPSPEED_WHY = "DeepSpeed's flat parameter groups and reduce buckets span the layers, so no layer's events repeat"
 _SAME_AT_EVERY_DEPTH = ("batch", "optimizer_impl", "unknowns", "assumptions")
 # inside shared_notes_trace(): (notes at BASE_DEPTH, at BASE_DEPTH + 1) -> notes at BASE_DEPTH - 1 layers
 _NOTES_BELOW: ContextVar[dict | None] = ContextVar("memgraph_notes_below", default=None)
@@ -75,6 +83,10 @@ def trace_with_depth_synthesis(spec, opts, trace_at):
                            "all layers traced")
         return trace
     depth, why = model_depth(spec)
+    if opts.deepspeed is not None and depth is not None and depth >= MIN_DEPTH:
+        trace = trace_at(spec)  # no 2-, 3- and 4-layer traces made only to be set aside: see DEEPSPEED_WHY
+        trace.notes.append(f"depth synthesis: not used ({DEEPSPEED_WHY}); all {depth} layers traced")
+        return trace
     period = layer_period(opts)
     if depth is not None and period > 1 and depth % period:
         trace = trace_at(spec)
