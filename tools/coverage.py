@@ -368,7 +368,15 @@ def _every_kind(types: list, n: int) -> list:
         if dup is None:
             break
         out[dup] = kind
+    attention = next((k for k in types if k in ATTENTION_KINDS), None)
+    if attention is not None and not any(k in ATTENTION_KINDS for k in out) and out:
+        # every kind did not fit (Nemotron-H: linear attention, MoE, full attention, MLP in 2 layers): its cache
+        # (cache_utils.py get_seq_length, transformers 5.23) still needs an attention layer, so the last one is one
+        out[-1] = attention
     return out
+
+
+ATTENTION_KINDS = ("full_attention", "attention", "sliding_attention")  # layer-type names of softmax attention
 
 
 def _shrink_vocab(cfg) -> None:
@@ -429,6 +437,10 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _cross_attention_width(cfg)
     _projector_widths(cfg)
     _encoder_pooling(cfg)
+    _diarization_width(cfg)
+    _moonshine_streaming_kv_heads(cfg)
+    _speech_encoder_decoder_tokens(cfg)
+    _speech_projector_width(cfg)
     return cfg
 
 
@@ -508,6 +520,51 @@ def _cross_attention_width(cfg) -> None:
     text, vision = getattr(cfg, "text_config", None), getattr(cfg, "vision_config", None)
     if text is not None and vision is not None and isinstance(getattr(text, "encoder_hidden_size", None), int):
         text.encoder_hidden_size = vision.hidden_size
+
+
+def _diarization_width(cfg) -> None:
+    """Nemotron 3 diarization (the speaker model inside Nemotron 3.5 Transcribe's audio config) projects its audio
+    encoder's output through ``Linear(head_config.audio_hidden_size, ...)`` (modeling_nemotron3_diarization.py), and
+    its config requires ``head_config.audio_hidden_size == audio_config.hidden_size`` (configuration_nemotron3_
+    diarization.py ``validate_architecture``, transformers 5.23): the shrink changed the one, so the other follows."""
+    for c in (cfg, *(v for v in vars(cfg).values() if hasattr(v, "to_dict"))):
+        for d in (c, *(v for v in vars(c).values() if hasattr(v, "to_dict"))):
+            head, audio = getattr(d, "head_config", None), getattr(d, "audio_config", None)
+            if isinstance(getattr(head, "audio_hidden_size", None), int) and isinstance(getattr(audio, "hidden_size", None), int):
+                head.audio_hidden_size = audio.hidden_size
+
+
+def _moonshine_streaming_kv_heads(cfg) -> None:
+    """MoonshineStreamingDecoderLayer reads ``config.num_key_value_heads`` (modeling_moonshine_streaming.py,
+    transformers 5.23), which MoonshineStreamingConfig does not define (its encoder config does: 8, its
+    num_attention_heads): the class defaults cannot build the model. The decoder gets as many key/value heads as
+    attention heads, as its encoder's defaults have."""
+    if cfg.model_type == "moonshine_streaming" and getattr(cfg, "num_key_value_heads", None) is None:
+        cfg.num_key_value_heads = cfg.num_attention_heads
+
+
+def _speech_projector_width(cfg) -> None:
+    """Granite Speech's Q-Former projector cross-attends to its speech encoder's output (modeling_granite_speech.py
+    ``GraniteSpeechEncoderProjector``: the Blip-2 Q-Former's ``encoder_hidden_size`` wide keys), but the class
+    defaults disagree (encoder ``hidden_dim`` 1024, Blip2QFormerConfig ``encoder_hidden_size`` 1408, transformers
+    5.23); the released granite-speech configs set the projector's to the encoder's width: the tiny config does."""
+    enc, proj = getattr(cfg, "encoder_config", None), getattr(cfg, "projector_config", None)
+    if isinstance(getattr(enc, "hidden_dim", None), int) and isinstance(getattr(proj, "encoder_hidden_size", None), int):
+        proj.encoder_hidden_size = enc.hidden_dim
+
+
+# SpeechEncoderDecoderModel's docs (speech-encoder-decoder.md, transformers 5.23) set the composite config's
+# ``decoder_start_token_id`` to the decoder tokenizer's [CLS] and ``pad_token_id`` to its [PAD] before training:
+# bert-base-uncased's are 101 and 0 (the default decoder is BERT); without them the loss cannot shift its labels
+BERT_CLS, BERT_PAD = 101, 0
+
+
+def _speech_encoder_decoder_tokens(cfg) -> None:
+    if cfg.model_type == "speech-encoder-decoder":
+        if getattr(cfg, "decoder_start_token_id", None) is None:
+            cfg.decoder_start_token_id = BERT_CLS
+        if getattr(cfg, "pad_token_id", None) is None:
+            cfg.pad_token_id = BERT_PAD
 
 
 # VoxtralProcessor.__init__ (processing_voxtral.py, transformers 5.23) sets ``audio_token_id = 24``, the id the
