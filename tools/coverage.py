@@ -441,6 +441,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _moonshine_streaming_kv_heads(cfg)
     _speech_encoder_decoder_tokens(cfg)
     _speech_projector_width(cfg)
+    _codec_upsample_groups(cfg)
     return cfg
 
 
@@ -550,7 +551,19 @@ def _speech_projector_width(cfg) -> None:
     5.23); the released granite-speech configs set the projector's to the encoder's width: the tiny config does."""
     enc, proj = getattr(cfg, "encoder_config", None), getattr(cfg, "projector_config", None)
     if isinstance(getattr(enc, "hidden_dim", None), int) and isinstance(getattr(proj, "encoder_hidden_size", None), int):
+        # the encoder's width is hidden_dim (its hidden_size only an alias), which the shrink leaves at 1024: tiny too
+        enc.hidden_dim = HIDDEN
+        enc.dim_head = HIDDEN // enc.num_heads
         proj.encoder_hidden_size = enc.hidden_dim
+
+
+def _codec_upsample_groups(cfg) -> None:
+    """Mimi's decoder upsamples depthwise: ``ConvTranspose1d(hidden_size, hidden_size, groups=upsample_groups)``
+    (modeling_mimi.py, MimiConfig defaults hidden_size 512 = upsample_groups 512, transformers 5.23); the shrink
+    narrows hidden_size, so the groups follow (Kyutai speech-to-text's codec_config)."""
+    for c in (cfg, getattr(cfg, "codec_config", None)):
+        if getattr(c, "model_type", None) == "mimi" and isinstance(getattr(c, "upsample_groups", None), int):
+            c.upsample_groups = c.hidden_size
 
 
 # SpeechEncoderDecoderModel's docs (speech-encoder-decoder.md, transformers 5.23) set the composite config's
