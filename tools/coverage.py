@@ -442,6 +442,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _speech_encoder_decoder_tokens(cfg)
     _speech_projector_width(cfg)
     _codec_upsample_groups(cfg)
+    _dia_cross_attention(cfg)
     return cfg
 
 
@@ -564,6 +565,17 @@ def _codec_upsample_groups(cfg) -> None:
     for c in (cfg, getattr(cfg, "codec_config", None)):
         if getattr(c, "model_type", None) == "mimi" and isinstance(getattr(c, "upsample_groups", None), int):
             c.upsample_groups = c.hidden_size
+
+
+def _dia_cross_attention(cfg) -> None:
+    """Dia's decoder cross-attends to the encoder through ``Linear(cross_hidden_size, cross heads * cross_head_dim)``
+    (modeling_dia.py ``DiaCrossAttention``; DiaDecoderConfig defaults cross_hidden_size 1024 = DiaEncoderConfig's
+    hidden_size 1024, 16 heads of 128, transformers 5.23): the cross-attention follows the shrunk encoder."""
+    dec, enc = getattr(cfg, "decoder_config", None), getattr(cfg, "encoder_config", None)
+    if cfg.model_type == "dia" and dec is not None and enc is not None:
+        dec.cross_hidden_size = enc.hidden_size
+        dec.cross_num_attention_heads = dec.cross_num_key_value_heads = enc.num_attention_heads
+        dec.cross_head_dim = enc.head_dim
 
 
 # SpeechEncoderDecoderModel's docs (speech-encoder-decoder.md, transformers 5.23) set the composite config's
