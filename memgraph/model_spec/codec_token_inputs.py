@@ -96,6 +96,11 @@ def dia_frames(seconds: float) -> int:
     """DAC frames of one ``seconds`` clip as DiaProcessor._process_audio counts them (before BOS, EOS and delay)."""
     import math
 
+    from memgraph.private_api import unavailable
+
+    too_old = unavailable("transformers_audio_processors")  # DiaProcessor's class-level audio_kwargs
+    if too_old:
+        raise NoSpeechLayout(f"{too_old}, or describe the inputs with --input")
     from transformers import DacConfig, DiaFeatureExtractor, DiaProcessor
 
     rate = int(DiaProcessor.audio_kwargs["sampling_rate"])

@@ -61,6 +61,11 @@ def feature_extractor_for(cfg):
     cls = auto_class(cfg, names)
     shared = SHARED_EXTRACTORS.get(getattr(cfg, "model_type", None))
     if cls is None and shared is not None:
+        from memgraph.private_api import unavailable
+
+        too_old = unavailable("transformers_audio_processors")  # the processor's class-level audio_kwargs
+        if too_old:
+            raise NoSpeechLayout(f"{too_old}, or describe the inputs with --input")
         cls = auto_class(_TypeOnly(shared), names)
     encoder = getattr(cfg, "encoder", None)  # SpeechEncoderDecoderModel: its encoder's extractor (wav2vec2's ...)
     if cls is None and getattr(cfg, "model_type", None) == "speech-encoder-decoder" and encoder is not None:
