@@ -118,6 +118,7 @@ def test_dia_decoder_layout_by_hand():
     ("speech-seq2seq", "moonshine_streaming"), ("speech-seq2seq", "speech-encoder-decoder"),
     ("speech-seq2seq", "granite_speech"), ("speech-seq2seq", "fun_asr_nano"),
     ("speech-seq2seq", "kyutai_speech_to_text"), ("speech-seq2seq", "dia"), ("speech-seq2seq", "vibevoice_asr"),
+    ("speech-seq2seq", "pop2piano"),
     ("audio-text-to-text", "musicflamingo"), ("audio-text-to-text", "nemo_speechlm")])
 def test_tiny_speech_family_within_one_percent(task, model_type):
     """The coverage sweep's tiny config of each new family against the real CPU step (1%: the sweep's tolerance);
@@ -130,3 +131,17 @@ def test_tiny_speech_family_within_one_percent(task, model_type):
     (row,) = [run_one(*a) for a in planned]
     assert row.runs_for_real and row.analyzes, row.reason
     assert abs(row.error_pct) <= 1.0, row
+
+
+@_needs("Pop2PianoForConditionalGeneration")
+def test_pop2piano_cuts_a_metronome_at_its_beats():
+    pytest.importorskip("essentia")
+    pytest.importorskip("librosa")
+    from memgraph.errors import MemgraphError
+
+    cfg, b = _batch("pop2piano", audio_seconds=4, target_len=8)
+    # measured (essentia 2.1b6): 4 s of 120-BPM clicks at 22,050 Hz make one beat-aligned segment of 39 frames,
+    # each d_model (the extractor's feature_size, the encoder's width) wide
+    assert b["input_features"].shape == (1, 39, cfg.d_model)
+    with pytest.raises(MemgraphError, match="found no beats to cut 1 s of audio.*--audio-seconds 4 or more"):
+        _batch("pop2piano", audio_seconds=1, target_len=8)

@@ -686,7 +686,9 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         mtask = "causal-lm"  # a transformers head: inputs by name (options.inputs), loss from the head
     elif task == "speech-seq2seq":
         # Whisper takes exactly its padded 30 s (2 frames per encoder position); the others 1 s (speech_inputs.py)
-        seconds = 2 * cfg.max_source_positions / 100 if model_type == "whisper" else 1.0
+        # Pop2Piano's beat tracker needs 4 s (model_spec/speech_inputs.py BEAT_SECONDS)
+        seconds = (2 * cfg.max_source_positions / 100 if model_type == "whisper" else
+                   4.0 if model_type == "pop2piano" else 1.0)
         kw.update(audio_seconds=seconds, seq_len=None, target_len=8)
     elif task == "image-text-to-text":
         from memgraph.model_spec.multimodal_inputs import layout_of
