@@ -56,6 +56,13 @@ FEATURE_MASKS = ("feature_attention_mask", "input_features_mask", "padding_mask"
 # The audio inputs of an audio-language model's forward: log-mel frames, or the waveform (VibeVoice-ASR, whose
 # acoustic tokenizer encodes it: VibeVoiceAcousticTokenizerFeatureExtractor makes input_values and padding_mask)
 AUDIO_INPUTS = ("input_features", "input_values")
+# Processors whose audio layout comes from a tokenizer file memgraph never downloads (processing_voxtral_realtime.py,
+# transformers 5.23: mistral-common's encode_transcription pads the clip by the audio config of the checkpoint's
+# tekken.json, its transcription delay and left/right pad tokens, before the extractor runs)
+NEEDS_TOKENIZER_FILE = {
+    "voxtral_realtime": "VoxtralRealtimeProcessor pads the audio by the audio config of mistral-common's tokenizer "
+                        "file (the released checkpoint's tekken.json: transcription delay, left and right pad "
+                        "tokens), which memgraph does not download"}
 # Where _process_audio gives the audio tokens per clip (GraniteSpeechFeatureExtractor: audio_embed_sizes, what
 # GraniteSpeechProcessor.replace_audio_token repeats the audio token by)
 TOKEN_COUNTS = ("num_audio_tokens", "audio_embed_sizes")
@@ -166,6 +173,8 @@ def _clip(lookup, seconds: float, cfg, cls) -> AudioClip:
     too_old = unavailable("transformers_audio_processors")
     if too_old:
         raise NoAudioTextLayout(f"{too_old}, or describe the inputs with --input")
+    if getattr(cfg, "model_type", None) in NEEDS_TOKENIZER_FILE:
+        raise NoAudioTextLayout(f"{NEEDS_TOKENIZER_FILE[cfg.model_type]}; describe the inputs with --input")
     proc_cls = processor_class(lookup)
     how = ("chunks" if hasattr(proc_cls, "_retrieve_input_features") and cls is not None else
            "process" if _own(proc_cls, "_process_audio") else None)
