@@ -113,12 +113,7 @@ def _mel_bins(cfg, depth: int = 0) -> int | None:
 
 
 def speech_encoder_decoder(cfg, opts, defaults: dict, dtype: torch.dtype) -> Batch:
-    """Batch for a speech encoder-decoder (see the module docstring); Kyutai's codec-token streams:
-    codec_token_inputs.py."""
-    from memgraph.model_spec.codec_token_inputs import codec_token_batch, is_codec_token_model
-
-    if is_codec_token_model(cfg):
-        return codec_token_batch(cfg, opts, defaults, dtype)
+    """Batch for a speech encoder-decoder (see the module docstring)."""
     cls = speech_class(cfg)
     params = inspect.signature(cls.forward).parameters if cls is not None else {}
     takes = [n for n in AUDIO_INPUTS if n in params]
