@@ -19,9 +19,12 @@ Voxtral, ...). Per sample, one clip of ``--audio-seconds`` (zoo ``defaults.audio
 
   ``attention_mask`` all ones, ``labels`` the ``input_ids`` with the audio positions ignored (-100).
 
-The waveform is the same 440 Hz tone as speech_inputs.py; only its length matters. A model of the task whose
-processor has neither method, or whose extractor needs a package memgraph does not install (Granite Speech:
-torchaudio), and every model under transformers 5.16 (before ``_process_audio``), is refused with :class:`NoAudioTextLayout` (the coverage tool's skip reason).
+The waveform is the same 440 Hz tone as speech_inputs.py; only its length matters. A model that takes the
+waveform itself (VibeVoice-ASR: ``input_values`` and ``padding_mask``) gets it as its processor pads it. Extractors
+that need torchaudio (Granite Speech, Fun-ASR-Nano) run with the shape of its spectrogram (torchaudio_shapes.py).
+A model of the task whose processor has neither method, or whose extractor needs a package memgraph does not
+install, or whose audio layout comes from a tokenizer file (Voxtral Realtime), and every model under transformers
+5.16 (before ``_process_audio``), is refused with :class:`NoAudioTextLayout` (the coverage tool's skip reason).
 """
 
 from __future__ import annotations
