@@ -586,6 +586,9 @@ BERT_CLS, BERT_PAD = 101, 0
 
 def _speech_encoder_decoder_tokens(cfg) -> None:
     if cfg.model_type == "speech-encoder-decoder":
+        enc = cfg.encoder  # wav2vec2's convolutional feature encoder: 7 layers of 512 channels, tiny too
+        if isinstance(getattr(enc, "conv_dim", None), (list, tuple)):
+            enc.conv_dim = [HIDDEN] * len(enc.conv_dim)
         if getattr(cfg, "decoder_start_token_id", None) is None:
             cfg.decoder_start_token_id = BERT_CLS
         if getattr(cfg, "pad_token_id", None) is None:
