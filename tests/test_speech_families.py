@@ -113,6 +113,9 @@ def test_dia_decoder_layout_by_hand():
     assert (labels[0, :88] >= 0).all() and (labels[0, 88:] == -100).all()
 
 
+LOADED_MACHINE_SECONDS = 600
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task, model_type", [
     ("speech-seq2seq", "moonshine_streaming"), ("speech-seq2seq", "speech-encoder-decoder"),
@@ -120,10 +123,17 @@ def test_dia_decoder_layout_by_hand():
     ("speech-seq2seq", "kyutai_speech_to_text"), ("speech-seq2seq", "dia"), ("speech-seq2seq", "vibevoice_asr"),
     ("speech-seq2seq", "pop2piano"),
     ("audio-text-to-text", "musicflamingo"), ("audio-text-to-text", "nemo_speechlm")])
-def test_tiny_speech_family_within_one_percent(task, model_type):
+def test_tiny_speech_family_within_one_percent(task, model_type, monkeypatch):
     """The coverage sweep's tiny config of each new family against the real CPU step (1%: the sweep's tolerance);
-    reports/coverage.md has the measured errors."""
+    reports/coverage.md has the measured errors. The sweep's per-model budget (90 s) is raised: on a loaded
+    machine the wav2vec2 and VibeVoice-ASR steps ran past it, which says nothing of the prediction."""
+    import tools.coverage
     from tools.coverage import architectures, run_one
+
+    if model_type == "pop2piano":  # its extractor and processor require them (the test extra has them)
+        for package in ("essentia", "librosa", "pretty_midi"):
+            pytest.importorskip(package)
+    monkeypatch.setattr(tools.coverage, "PER_MODEL_SECONDS", LOADED_MACHINE_SECONDS)
 
     planned = architectures([task], model_type)
     if not planned or not hasattr(transformers, planned[0][2]):
