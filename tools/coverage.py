@@ -549,7 +549,7 @@ def _speech_projector_width(cfg) -> None:
     """Granite Speech's Q-Former projector cross-attends to its speech encoder's output (modeling_granite_speech.py
     ``GraniteSpeechEncoderProjector``: the Blip-2 Q-Former's ``encoder_hidden_size`` wide keys), but the class
     defaults disagree (encoder ``hidden_dim`` 1024, Blip2QFormerConfig ``encoder_hidden_size`` 1408, transformers
-    5.23); the released granite-speech configs set the projector's to the encoder's width: the tiny config does."""
+    5.23), and the model runs only where they agree: the tiny config sets the projector's to the encoder's width."""
     enc, proj = getattr(cfg, "encoder_config", None), getattr(cfg, "projector_config", None)
     if isinstance(getattr(enc, "hidden_dim", None), int) and isinstance(getattr(proj, "encoder_hidden_size", None), int):
         # the encoder's width is hidden_dim (its hidden_size only an alias), which the shrink leaves at 1024: tiny too
