@@ -1861,6 +1861,9 @@ def processor_without_tokenizer(cls, feature_extractor):
     require("transformers_audio_processors")
     proc = object.__new__(cls)
     proc.feature_extractor = feature_extractor
+    first = next(iter(list(inspect.signature(cls.__init__).parameters)[1:2]), None)
+    if first is not None and first != "feature_extractor":  # GraniteSpeechProcessor(audio_processor, tokenizer)
+        setattr(proc, first, feature_extractor)
     proc.audio_token = AUDIO_TOKEN_PLACEHOLDER
     proc.audio_bos_token = proc.audio_eos_token = AUDIO_TOKEN_PLACEHOLDER  # Qwen2.5-Omni's replace_audio_token
     for name, p in inspect.signature(cls.__init__).parameters.items():
@@ -1877,3 +1880,49 @@ def processor_audio_inputs(proc, waves: list, audio_kwargs: dict) -> dict:
 def voxtral_input_features(proc, waves: list, max_source_positions: int, audio_kwargs: dict):
     """``VoxtralProcessor._retrieve_input_features``: the clips' frames in chunks of ``max_source_positions``."""
     return proc._retrieve_input_features(waves, max_source_positions, **audio_kwargs)
+
+
+@_guard("transformers_torchaudio_backend", "transformers",
+        "transformers 5.23.0, utils/import_utils.py BACKENDS_MAPPING and requires_backends; the module global "
+        "torchaudio of models/granite_speech/feature_extraction_granite_speech.py and "
+        "models/fun_asr_nano/feature_extraction_fun_asr_nano.py")
+def _check_transformers_torchaudio_backend():
+    from transformers.utils import import_utils
+
+    entry = import_utils.BACKENDS_MAPPING.get("torchaudio")
+    if not (isinstance(entry, tuple) and len(entry) == 2 and callable(entry[0])):
+        return "BACKENDS_MAPPING['torchaudio'] is no longer an (is_available, message) pair"
+    return None
+
+
+@contextlib.contextmanager
+def torchaudio_stand_in(module, stand_in):
+    """Within: transformers' backend check sees torchaudio as installed, and ``module.torchaudio`` is ``stand_in``
+    (model_spec/torchaudio_shapes.py); both restored on exit."""
+    require("transformers_torchaudio_backend")
+    from transformers.utils import import_utils
+
+    message = import_utils.BACKENDS_MAPPING["torchaudio"][1]
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.dict(import_utils.BACKENDS_MAPPING, {"torchaudio": (lambda: True, message)}))
+        stack.enter_context(mock.patch.object(module, "torchaudio", stand_in, create=True))
+        yield
+
+
+@_guard("transformers_config_attention_reset", "transformers",
+        "transformers 5.23.0, configuration_utils.py PreTrainedConfig._attn_implementation (a property whose "
+        "setter sets the sub-configs' too)")
+def _check_transformers_config_attention_reset():
+    from transformers import PretrainedConfig
+
+    prop = getattr(PretrainedConfig, "_attn_implementation", None)
+    if not isinstance(prop, property) or prop.fset is None:
+        return "PreTrainedConfig._attn_implementation is no longer a settable property"
+    return None
+
+
+def forget_attention_choice(config) -> None:
+    """Undo the attention implementation a refused ``_from_config`` left on ``config`` and its sub-configs, so that a
+    build without ``attn_implementation`` picks transformers' default per sub-model again."""
+    require("transformers_config_attention_reset")
+    config._attn_implementation = None

@@ -376,7 +376,15 @@ def _every_kind(types: list, n: int) -> list:
         if dup is None:
             break
         out[dup] = kind
+    attention = next((k for k in types if k in ATTENTION_KINDS), None)
+    if attention is not None and not any(k in ATTENTION_KINDS for k in out) and out:
+        # every kind did not fit (Nemotron-H: linear attention, MoE, full attention, MLP in 2 layers): its cache
+        # (cache_utils.py get_seq_length, transformers 5.23) still needs an attention layer, so the last one is one
+        out[-1] = attention
     return out
+
+
+ATTENTION_KINDS = ("full_attention", "attention", "sliding_attention")  # layer-type names of softmax attention
 
 
 def _shrink_vocab(cfg) -> None:
@@ -489,6 +497,12 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _cross_attention_width(cfg)
     _projector_widths(cfg)
     _encoder_pooling(cfg)
+    _diarization_width(cfg)
+    _moonshine_streaming_kv_heads(cfg)
+    _speech_encoder_decoder_tokens(cfg)
+    _speech_projector_width(cfg)
+    _codec_upsample_groups(cfg)
+    _dia_cross_attention(cfg)
     return cfg
 
 
@@ -568,6 +582,77 @@ def _cross_attention_width(cfg) -> None:
     text, vision = getattr(cfg, "text_config", None), getattr(cfg, "vision_config", None)
     if text is not None and vision is not None and isinstance(getattr(text, "encoder_hidden_size", None), int):
         text.encoder_hidden_size = vision.hidden_size
+
+
+def _diarization_width(cfg) -> None:
+    """Nemotron 3 diarization (the speaker model inside Nemotron 3.5 Transcribe's audio config) projects its audio
+    encoder's output through ``Linear(head_config.audio_hidden_size, ...)`` (modeling_nemotron3_diarization.py), and
+    its config requires ``head_config.audio_hidden_size == audio_config.hidden_size`` (configuration_nemotron3_
+    diarization.py ``validate_architecture``, transformers 5.23): the shrink changed the one, so the other follows."""
+    for c in (cfg, *(v for v in vars(cfg).values() if hasattr(v, "to_dict"))):
+        for d in (c, *(v for v in vars(c).values() if hasattr(v, "to_dict"))):
+            head, audio = getattr(d, "head_config", None), getattr(d, "audio_config", None)
+            if isinstance(getattr(head, "audio_hidden_size", None), int) and isinstance(getattr(audio, "hidden_size", None), int):
+                head.audio_hidden_size = audio.hidden_size
+
+
+def _moonshine_streaming_kv_heads(cfg) -> None:
+    """MoonshineStreamingDecoderLayer reads ``config.num_key_value_heads`` (modeling_moonshine_streaming.py,
+    transformers 5.23), which MoonshineStreamingConfig does not define (its encoder config does: 8, its
+    num_attention_heads): the class defaults cannot build the model. The decoder gets as many key/value heads as
+    attention heads, as its encoder's defaults have."""
+    if cfg.model_type == "moonshine_streaming" and getattr(cfg, "num_key_value_heads", None) is None:
+        cfg.num_key_value_heads = cfg.num_attention_heads
+
+
+def _speech_projector_width(cfg) -> None:
+    """Granite Speech's Q-Former projector cross-attends to its speech encoder's output (modeling_granite_speech.py
+    ``GraniteSpeechEncoderProjector``: the Blip-2 Q-Former's ``encoder_hidden_size`` wide keys), but the class
+    defaults disagree (encoder ``hidden_dim`` 1024, Blip2QFormerConfig ``encoder_hidden_size`` 1408, transformers
+    5.23), and the model runs only where they agree: the tiny config sets the projector's to the encoder's width."""
+    enc, proj = getattr(cfg, "encoder_config", None), getattr(cfg, "projector_config", None)
+    if isinstance(getattr(enc, "hidden_dim", None), int) and isinstance(getattr(proj, "encoder_hidden_size", None), int):
+        # the encoder's width is hidden_dim (its hidden_size only an alias), which the shrink leaves at 1024: tiny too
+        enc.hidden_dim = HIDDEN
+        enc.dim_head = HIDDEN // enc.num_heads
+        proj.encoder_hidden_size = enc.hidden_dim
+
+
+def _codec_upsample_groups(cfg) -> None:
+    """Mimi's decoder upsamples depthwise: ``ConvTranspose1d(hidden_size, hidden_size, groups=upsample_groups)``
+    (modeling_mimi.py, MimiConfig defaults hidden_size 512 = upsample_groups 512, transformers 5.23); the shrink
+    narrows hidden_size, so the groups follow (Kyutai speech-to-text's codec_config)."""
+    for c in (cfg, getattr(cfg, "codec_config", None)):
+        if getattr(c, "model_type", None) == "mimi" and isinstance(getattr(c, "upsample_groups", None), int):
+            c.upsample_groups = c.hidden_size
+
+
+def _dia_cross_attention(cfg) -> None:
+    """Dia's decoder cross-attends to the encoder through ``Linear(cross_hidden_size, cross heads * cross_head_dim)``
+    (modeling_dia.py ``DiaCrossAttention``; DiaDecoderConfig defaults cross_hidden_size 1024 = DiaEncoderConfig's
+    hidden_size 1024, 16 heads of 128, transformers 5.23): the cross-attention follows the shrunk encoder."""
+    dec, enc = getattr(cfg, "decoder_config", None), getattr(cfg, "encoder_config", None)
+    if cfg.model_type == "dia" and dec is not None and enc is not None:
+        dec.cross_hidden_size = enc.hidden_size
+        dec.cross_num_attention_heads = dec.cross_num_key_value_heads = enc.num_attention_heads
+        dec.cross_head_dim = enc.head_dim
+
+
+# SpeechEncoderDecoderModel's docs (speech-encoder-decoder.md, transformers 5.23) set the composite config's
+# ``decoder_start_token_id`` to the decoder tokenizer's [CLS] and ``pad_token_id`` to its [PAD] before training:
+# bert-base-uncased's are 101 and 0 (the default decoder is BERT); without them the loss cannot shift its labels
+BERT_CLS, BERT_PAD = 101, 0
+
+
+def _speech_encoder_decoder_tokens(cfg) -> None:
+    if cfg.model_type == "speech-encoder-decoder":
+        enc = cfg.encoder  # wav2vec2's convolutional feature encoder: 7 layers of 512 channels, tiny too
+        if isinstance(getattr(enc, "conv_dim", None), (list, tuple)):
+            enc.conv_dim = [HIDDEN] * len(enc.conv_dim)
+        if getattr(cfg, "decoder_start_token_id", None) is None:
+            cfg.decoder_start_token_id = BERT_CLS
+        if getattr(cfg, "pad_token_id", None) is None:
+            cfg.pad_token_id = BERT_PAD
 
 
 # VoxtralProcessor.__init__ (processing_voxtral.py, transformers 5.23) sets ``audio_token_id = 24``, the id the
@@ -667,7 +752,9 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         mtask = "causal-lm"  # a transformers head: inputs by name (options.inputs), loss from the head
     elif task == "speech-seq2seq":
         # Whisper takes exactly its padded 30 s (2 frames per encoder position); the others 1 s (speech_inputs.py)
-        seconds = 2 * cfg.max_source_positions / 100 if model_type == "whisper" else 1.0
+        # Pop2Piano's beat tracker needs 4 s (model_spec/speech_inputs.py BEAT_SECONDS)
+        seconds = (2 * cfg.max_source_positions / 100 if model_type == "whisper" else
+                   4.0 if model_type == "pop2piano" else 1.0)
         kw.update(audio_seconds=seconds, seq_len=None, target_len=8)
     elif task == "image-text-to-text":
         from memgraph.model_spec.multimodal_inputs import layout_of
@@ -869,7 +956,7 @@ def render_markdown(rows: list[Row], seconds: float, total: int | None = None, r
              f"every architecture of transformers' auto mappings, built tiny from its config class's defaults "
              f"(hidden {HIDDEN}, {LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, batch {BATCH}, {SEQ_LEN} tokens, "
              f"{IMAGE_SIZE}-px images (batch {IMAGE_BATCH} for image classification; image-text models: {IMAGE_TEXT_SEQ_LEN} "
-             f"tokens, one image, 56 px for patch-grid models and Gemma 4 (whose 256 soft tokens come beside the 64); speech: 1 s of audio, 30 s for Whisper, 8 target "
+             f"tokens, one image, 56 px for patch-grid models and Gemma 4 (whose 256 soft tokens come beside the 64); speech: 1 s of audio, 30 s for Whisper, 4 s for Pop2Piano, 8 target "
              f"tokens; audio-text models: {AUDIO_SECONDS:g} s of audio, its audio tokens and {SEQ_LEN} text tokens; "
              f"video-text models: one {VIDEO_FRAMES}-frame video, no image, its tokens beside the {IMAGE_TEXT_SEQ_LEN}), AdamW), run for real on the CPU (`memgraph measure --device cpu`, steady-state "
              f"peak) and analysed for the `cpu` target. Within: |error| <= {100 * TOLERANCE:g}% of the real peak. "

@@ -19,9 +19,12 @@ Voxtral, ...). Per sample, one clip of ``--audio-seconds`` (zoo ``defaults.audio
 
   ``attention_mask`` all ones, ``labels`` the ``input_ids`` with the audio positions ignored (-100).
 
-The waveform is the same 440 Hz tone as speech_inputs.py; only its length matters. A model of the task whose
-processor has neither method, or whose extractor needs a package memgraph does not install (Granite Speech:
-torchaudio), and every model under transformers 5.16 (before ``_process_audio``), is refused with :class:`NoAudioTextLayout` (the coverage tool's skip reason).
+The waveform is the same 440 Hz tone as speech_inputs.py; only its length matters. A model that takes the
+waveform itself (VibeVoice-ASR: ``input_values`` and ``padding_mask``) gets it as its processor pads it. Extractors
+that need torchaudio (Granite Speech, Fun-ASR-Nano) run with the shape of its spectrogram (torchaudio_shapes.py).
+A model of the task whose processor has neither method, or whose extractor needs a package memgraph does not
+install, or whose audio layout comes from a tokenizer file (Voxtral Realtime), and every model under transformers
+5.16 (before ``_process_audio``), is refused with :class:`NoAudioTextLayout` (the coverage tool's skip reason).
 """
 
 from __future__ import annotations
@@ -52,7 +55,20 @@ class NoAudioTextLayout(MemgraphError):
 # of one chunk; the processor splits a clip's frames into such chunks, stacked along the batch
 VOXTRAL_CHUNK_KEY = "max_source_positions"
 # Where processors name the feature mask; the model's forward takes it under the same name.
-FEATURE_MASKS = ("feature_attention_mask", "input_features_mask")
+FEATURE_MASKS = ("feature_attention_mask", "input_features_mask", "padding_mask")  # padding_mask: VibeVoice-ASR's
+# The audio inputs of an audio-language model's forward: log-mel frames, or the waveform (VibeVoice-ASR, whose
+# acoustic tokenizer encodes it: VibeVoiceAcousticTokenizerFeatureExtractor makes input_values and padding_mask)
+AUDIO_INPUTS = ("input_features", "input_values")
+# Processors whose audio layout comes from a tokenizer file memgraph never downloads (processing_voxtral_realtime.py,
+# transformers 5.23: mistral-common's encode_transcription pads the clip by the audio config of the checkpoint's
+# tekken.json, its transcription delay and left/right pad tokens, before the extractor runs)
+NEEDS_TOKENIZER_FILE = {
+    "voxtral_realtime": "VoxtralRealtimeProcessor pads the audio by the audio config of mistral-common's tokenizer "
+                        "file (the released checkpoint's tekken.json: transcription delay, left and right pad "
+                        "tokens), which memgraph does not download"}
+# Where _process_audio gives the audio tokens per clip (GraniteSpeechFeatureExtractor: audio_embed_sizes, what
+# GraniteSpeechProcessor.replace_audio_token repeats the audio token by)
+TOKEN_COUNTS = ("num_audio_tokens", "audio_embed_sizes")
 
 
 def audio_text_class(cfg):
@@ -69,8 +85,14 @@ def is_audio_text_class(cls) -> bool:
     if cls is None or not hasattr(cls, "forward"):
         return False
     params = inspect.signature(cls.forward).parameters
-    return ({"input_ids", "input_features", "labels"} <= set(params)
+    return ({"input_ids", "labels"} <= set(params) and any(n in params for n in AUDIO_INPUTS)
             and "pixel_values" not in params and "decoder_input_ids" not in params)
+
+
+def audio_input_name(cls) -> str:
+    """The audio input the class's forward takes: log-mel ``input_features``, else the waveform ``input_values``."""
+    params = inspect.signature(cls.forward).parameters
+    return next(n for n in AUDIO_INPUTS if n in params)
 
 
 def is_audio_text_class_name(class_name: str) -> bool:
@@ -154,6 +176,8 @@ def _clip(lookup, seconds: float, cfg, cls) -> AudioClip:
     too_old = unavailable("transformers_audio_processors")
     if too_old:
         raise NoAudioTextLayout(f"{too_old}, or describe the inputs with --input")
+    if getattr(cfg, "model_type", None) in NEEDS_TOKENIZER_FILE:
+        raise NoAudioTextLayout(f"{NEEDS_TOKENIZER_FILE[cfg.model_type]}; describe the inputs with --input")
     proc_cls = processor_class(lookup)
     how = ("chunks" if hasattr(proc_cls, "_retrieve_input_features") and cls is not None else
            "process" if _own(proc_cls, "_process_audio") else None)
@@ -182,8 +206,10 @@ def _clip(lookup, seconds: float, cfg, cls) -> AudioClip:
         return AudioClip(features, None, None, _probe_rows(cfg, cls, features))
     made = processor_audio_inputs(proc, [wave], kwargs)
     mask_name = next((n for n in FEATURE_MASKS if n in made), None)
-    tokens = int(sum(int(n) for n in made["num_audio_tokens"]))
-    return AudioClip(made["input_features"], mask_name, made.get(mask_name), tokens)
+    counts = next(made[k] for k in TOKEN_COUNTS if k in made)
+    tokens = int(sum(int(n) for n in counts))
+    audio = next(n for n in AUDIO_INPUTS if n in made)
+    return AudioClip(made[audio], mask_name, made.get(mask_name), tokens)
 
 
 def _own(proc_cls, name: str) -> bool:
@@ -229,16 +255,18 @@ def audio_text_to_text(cfg, opts, defaults: dict, dtype: torch.dtype) -> Batch:
     ids[audio] = _audio_token(cfg)
     feats = clip.features
     inputs = [KnownInput("input_ids", tuple(ids.shape), LONG, None, ids),
-              InputSpec("input_features", (b * feats.shape[0], *feats.shape[1:]), dtype)]
+              InputSpec(audio_input_name(audio_text_class(cfg)), (b * feats.shape[0], *feats.shape[1:]), dtype)]
     if clip.mask is not None:
-        mask = clip.mask.to(LONG).repeat(b, 1)
-        inputs.append(KnownInput(clip.mask_name, tuple(mask.shape), LONG, None, mask))
+        # a boolean mask stays one: Granite Speech indexes its projector output with it (audio_features[mask])
+        kind = torch.bool if clip.mask.dtype == torch.bool else LONG
+        mask = clip.mask.to(kind).repeat(b, 1)
+        inputs.append(KnownInput(clip.mask_name, tuple(mask.shape), kind, None, mask))
     ones = torch.ones(b, seq, dtype=LONG)
     labels = ids.masked_fill(audio, IGNORE_INDEX)
     inputs += [KnownInput("attention_mask", tuple(ones.shape), LONG, None, ones),
                KnownInput("labels", tuple(labels.shape), LONG, None, labels)]
     chunks = f" in {feats.shape[0]} chunks of {feats.shape[-1]} frames" if feats.shape[0] > 1 else ""
-    note = (f"audio: {seconds:g} s per sample -> input_features {list(feats.shape[1:])}{chunks} -> {per} audio "
+    note = (f"audio: {seconds:g} s per sample -> {audio_input_name(audio_text_class(cfg))} {list(feats.shape[1:])}{chunks} -> {per} audio "
             f"tokens in the text")
     return Batch(tuple(inputs), {}, notes=(note,))
 

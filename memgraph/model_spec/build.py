@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 from dataclasses import replace
 
 import torch
@@ -14,7 +15,7 @@ from memgraph.model_spec.options import PRECISION_DTYPE, TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.model_spec.stages import apply_stage
 from memgraph.model_spec.trainable import apply_trainable
-from memgraph.private_api import default_attention
+from memgraph.private_api import default_attention, forget_attention_choice
 
 
 def resolve_attention(spec: ModelSpec, requested: str) -> str:
@@ -27,6 +28,11 @@ def resolve_attention(spec: ModelSpec, requested: str) -> str:
 
     cls = getattr(transformers, spec.model_class, None)
     return "eager" if cls is None else default_attention(cls)  # a missing class fails in build with its message
+
+
+# PreTrainedModel._sdpa_can_dispatch's refusal (modeling_utils.py, transformers 5.23) when a class that takes
+# attn_implementation="sdpa" holds a sub-model that has none
+SDPA_REFUSED = "does not support an attention implementation through torch.nn.functional.scaled_dot_product_attention"
 
 
 def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_context_fn=None,
@@ -45,7 +51,19 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_
     if meta and build_opts.attn_implementation == "flash_attention_2":
         build_opts = replace(opts, attn_implementation="sdpa")
     try:
-        model = _construct(spec, build_opts, dtype, device, constructor_values)
+        try:
+            model = _construct(spec, build_opts, dtype, device, constructor_values)
+        except ValueError as e:
+            if build_opts.attn_implementation != "sdpa" or SDPA_REFUSED not in str(e):
+                raise
+            # a composite whose sub-model has no SDPA (VibeVoice-ASR's acoustic tokenizer): sdpa (auto's choice,
+            # resolve_attention) as transformers' own default (no attn_implementation) builds it: per sub-model,
+            # sdpa where supported, else eager
+            if getattr(spec, "config", None) is not None:
+                forget_attention_choice(spec.config)  # the refused build left sdpa on every sub-config
+            default = copy.copy(opts)  # None is no --attn choice: set past TrainingOptions' check
+            object.__setattr__(default, "attn_implementation", None)
+            model = _construct(spec, default, dtype, device, constructor_values)
     except MemgraphError:
         raise
     except Exception as e:
