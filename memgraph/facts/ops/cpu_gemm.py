@@ -9,6 +9,13 @@ that is neither, e.g. the zero-stride gradient ``logits.sum().backward()`` sends
 until the GEMM returns and freed with the op; the meta kernels make none, so the trace does not see them.
 Measured (torch.profiler, tiny Llama ``--loss sum``, fp32): two ``[64, 1000]`` copies of 256,000 B, one in
 each of the head's two backward ``mm``s. bmm/baddbmm (other CPU paths) are not modelled here.
+
+bfloat16/float16 GEMMs go to oneDNN (mkldnn_matmul), whose scratch depends on the CPU's ISA and oneDNN's
+primitive choice (measured: +50,816 B beside a contiguous [64, 64] x [64, 128] bf16 mm; the zero-stride grad
+above is first copied, then +146,048 / +149,120 B of scratch), so no static rule reproduces it: as for oneDNN
+convolutions (facts/ops/cpu_workspace.py), the kernel is measured once on this CPU at the traced shapes and
+strides (:func:`memgraph.facts.ops.cpu_kernel_probe.probe_kernel_peak`); the stride rule is the fallback when
+probing is off or the operands exceed the probe limit.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import torch
 
 from memgraph.facts.ops.cpu_buffers import tensor_bytes
+from memgraph.facts.ops.cpu_kernel_probe import probe_kernel_peak
 
 
 def _gemm_copies(result: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor) -> list[int]:
@@ -43,11 +51,33 @@ def _gemm_copies(result: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor) -> li
     return [sum(copies)] if copies else []  # all held together until the GEMM returns
 
 
+def _reduced_precision(out) -> bool:
+    return out.dtype in (torch.bfloat16, torch.float16)
+
+
+def _probed(op, args: tuple, kwargs: dict) -> list[int] | None:
+    measured = probe_kernel_peak(op, tuple(args), dict(kwargs), batched=())
+    return None if measured is None else ([measured] if measured else [])
+
+
 def mm(args: tuple, kwargs: dict, out) -> list[int]:
-    """``aten.mm(self, mat2)``: ``addmm_impl_cpu_(result, result, self, mat2, 0, 1)``."""
-    return _gemm_copies(out, args[0], args[1]) if isinstance(out, torch.Tensor) else []
+    """``aten.mm(self, mat2)``: ``addmm_impl_cpu_(result, result, self, mat2, 0, 1)``; bf16/fp16 measured once."""
+    if not isinstance(out, torch.Tensor):
+        return []
+    if _reduced_precision(out):
+        probed = _probed(torch.ops.aten.mm.default, args, kwargs)
+        if probed is not None:
+            return probed
+    return _gemm_copies(out, args[0], args[1])
 
 
 def addmm(args: tuple, kwargs: dict, out) -> list[int]:
-    """``aten.addmm(self, mat1, mat2)``: the bias is expanded (a view) and copied into the result, no block."""
-    return _gemm_copies(out, args[1], args[2]) if isinstance(out, torch.Tensor) else []
+    """``aten.addmm(self, mat1, mat2)``: the bias is expanded (a view) and copied into the result, no block;
+    bf16/fp16 measured once."""
+    if not isinstance(out, torch.Tensor):
+        return []
+    if _reduced_precision(out):
+        probed = _probed(torch.ops.aten.addmm.default, args, kwargs)
+        if probed is not None:
+            return probed
+    return _gemm_copies(out, args[1], args[2])
