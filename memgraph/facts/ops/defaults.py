@@ -21,6 +21,7 @@ a 0-dim tensor of 4-12 bytes on the real CPU run that the meta trace does not se
 from __future__ import annotations
 
 from memgraph.facts.ops import cpu_attention
+from memgraph.facts.ops import cpu_gemm
 from memgraph.facts.ops import cpu_norm_workspace as cpu_norm
 from memgraph.facts.ops import cpu_workspace as cpu
 from memgraph.facts.ops import cuda_workspace as cuda
@@ -99,10 +100,11 @@ register(
 )
 
 # -- matmul ---------------------------------------------------------------------------------------
-_MATMUL_NOTE = ("GEMM into the output; CPU (MKL) packing buffers are MKL's own memory, not c10's; CUDA: an operand "
+_MATMUL_NOTE = ("GEMM into the output; CPU (MKL) packing buffers are MKL's own memory, not c10's, but mm/addmm copy an "
+                "operand BLAS cannot take as laid out (see cpu_gemm); CUDA: an operand "
                 "cuBLAS cannot take as laid out (e.g. a zero stride) is copied first, see cuda_workspace")
-register("matmul", "aten.mm", note=_MATMUL_NOTE, cuda=cuda.mm)
-register("matmul", "aten.addmm", note=_MATMUL_NOTE, cuda=cuda.addmm)
+register("matmul", "aten.mm", note=_MATMUL_NOTE, workspace={"cpu": cpu_gemm.mm}, cuda=cuda.mm)
+register("matmul", "aten.addmm", note=_MATMUL_NOTE, workspace={"cpu": cpu_gemm.addmm}, cuda=cuda.addmm)
 register("matmul", "aten.bmm", note=_MATMUL_NOTE, cuda=cuda.bmm)
 register("matmul", "aten.baddbmm", note=_MATMUL_NOTE, cuda=cuda.baddbmm)
 
