@@ -91,6 +91,7 @@ from memgraph.private_api import (
     tree_map,
 )
 from memgraph.private_api import disable_current_modes as _disable_current_modes
+from memgraph.trace.record.recorder import without_dynamo_wrapper
 
 aten = torch.ops.aten
 
@@ -134,6 +135,7 @@ def _cpu_device(x):
     return x
 
 
+@without_dynamo_wrapper  # a per-op cost otherwise (trace/record/recorder.py)
 class ShadowValues(TorchDispatchMode):
     """Dispatch mode that keeps real CPU values (shadows) for small integer meta tensors.
 

@@ -28,6 +28,7 @@ import os
 import torch
 
 from memgraph.private_api import TorchDispatchMode, op_schema, storage_key
+from memgraph.trace.record.recorder import without_dynamo_wrapper
 
 __all__ = ["OpCache", "cache_enabled", "clear", "op_cache", "stats"]
 
@@ -240,6 +241,5 @@ class OpCache(TorchDispatchMode):
         return out
 
 
-# As for the recorder (recorder.py): the mode's own method, without torch._disable_dynamo's per-op wrapper.
-OpCache.__torch_dispatch__ = getattr(OpCache.__dict__["__torch_dispatch__"], "__wrapped__",
-                                     OpCache.__torch_dispatch__)
+
+without_dynamo_wrapper(OpCache)

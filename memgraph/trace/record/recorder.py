@@ -23,7 +23,7 @@ from memgraph.trace.record.event_log import ALLOC, FREE, EventLog, OpRecord, Ori
 
 _FAKE = fake_tensor_type()
 
-__all__ = ["ALLOC", "FREE", "Recorder"]
+__all__ = ["ALLOC", "FREE", "Recorder", "without_dynamo_wrapper"]
 
 
 _OP_NAMES: dict = {}  # OpOverload -> "aten.mm.default": one string per op kind, not one per call
@@ -273,8 +273,17 @@ class Recorder(TorchDispatchMode):
                     self.log.storages[sid].module = module
 
 
-# TorchDispatchMode.__init_subclass__ wraps __torch_dispatch__ in torch._disable_dynamo (so that
-# torch.compile never traces into a dispatch frame; torch/utils/_python_dispatch.py, torch 2.13): a
-# per-op cost of setting and restoring the eval-frame callback. The trace never runs under
-# torch.compile, so the recorder's own method is called directly.
-Recorder.__torch_dispatch__ = getattr(Recorder.__dict__["__torch_dispatch__"], "__wrapped__", Recorder.__torch_dispatch__)
+def without_dynamo_wrapper(cls: type) -> type:
+    """``cls`` with its own ``__torch_dispatch__`` called directly.
+
+    TorchDispatchMode.__init_subclass__ wraps a subclass's ``__torch_dispatch__`` in torch._disable_dynamo (so
+    that torch.compile never traces into a dispatch frame; torch/utils/_python_dispatch.py, torch 2.12-2.13): a
+    per-op cost of setting and restoring the eval-frame callback, in every mode of the stack. The trace's modes
+    never run under torch.compile (``--compile`` compiles outside them: memgraph/compiled/), so the method the
+    class defined is put back (the wrapper keeps it in ``__wrapped__``, functools.wraps)."""
+    method = cls.__dict__["__torch_dispatch__"]
+    cls.__torch_dispatch__ = getattr(method, "__wrapped__", method)
+    return cls
+
+
+without_dynamo_wrapper(Recorder)
