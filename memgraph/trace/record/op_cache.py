@@ -10,12 +10,22 @@ run of the kernel. The modes above (the recorder, the meta-kernel fixes, the sha
 The rules follow FakeTensorMode's own dispatch cache (torch 2.13, torch/_subclasses/fake_tensor.py
 ``_validate_cache_key``, ``_prep_args_for_hash``, ``_validate_output_for_cache_entry``): no caching of ops tagged
 ``data_dependent_output``, ``dynamic_output_shape`` or ``inplace_view``, of ``_unsafe_view`` and the lift ops,
-of ops outside ATen/prims, of views; stricter here: no mutable op, no op whose schema lets a return alias an
-argument, no random op (``nondeterministic_seeded``), no argument that is not a plain meta tensor (a host,
-fake or subclass tensor), no symbolic or unhashable argument, no complex tensor (conjugate and negative bits).
-An output is reused only when it is exactly what ``empty_strided`` makes: a meta tensor of its own storage
-(none shared with an input or another output), at storage offset 0, of the storage size the strides need, not
-requiring grad; anything else marks that key as never cached.
+of ops outside ATen/prims, of views; the default dtype is part of the key. Stricter here: every argument is a
+plain meta tensor (not a host, fake or subclass tensor; not complex, whose conjugate and negative bits the key
+leaves out), a number, string, dtype, device, layout or memory format, or a list/tuple of those (a SymInt, a
+generator, a function: the call runs as is); an op with no tensor argument is keyed only with ``device=meta``.
+Two kinds of op are cached:
+
+* an op whose schema lets no return alias an argument: a repeat gets ``empty_strided`` outputs, reused only when
+  the kernel's were exactly that (meta, a storage of its own not shared with an input or another output, storage
+  offset 0, the storage size the strides need, not requiring grad; ints, floats, bools and Nones of a tuple are
+  kept as they were); anything else marks that key as never cached;
+* an in-place op ``op_(self, ...) -> self`` that writes nothing else: a repeat returns ``self``, reused only
+  when the kernel returned ``self`` with its metadata unchanged (``resize_`` and ``set_`` are never cached).
+
+Random ops (``nondeterministic_seeded``: dropout, ``bernoulli_``) are cached too: on meta they draw nothing from
+a generator (the CPU generator's state is unchanged, tests/test_op_cache.py), and a ``generator=`` argument is
+not keyed. Autograd runs above the mode and sets the outputs' ``requires_grad`` itself.
 
 ``MEMGRAPH_NO_OP_CACHE=1`` (read at each trace) turns the cache off: every op runs its kernel.
 """
