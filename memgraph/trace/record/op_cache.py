@@ -61,7 +61,9 @@ _SELF = (_IN_PLACE,)  # the entry of an in-place op: its first argument, unchang
 _MAX_ENTRIES = 200_000  # cleared when reached: a process tracing many shapes keeps a bounded cache
 
 _ENTRIES: dict = {}  # key -> entry (_entry)
-_KINDS: dict = {}  # id(OpOverload) -> _FRESH / _IN_PLACE / 0 (ops are module-level singletons: id is stable)
+# id(OpOverload) -> (the op, _FRESH / _IN_PLACE / 0): keyed by id, as OpOverload.__hash__ is Python (torch 2.13
+# torch/_ops.py); the op is held, so its id is never reused by another op
+_KINDS: dict = {}
 _COUNTS = {"hits": 0, "misses": 0, "bypassed": 0}
 
 
@@ -219,9 +221,10 @@ class OpCache(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        kind = _KINDS.get(id(func))
-        if kind is None:
-            kind = _KINDS[id(func)] = _kind(func)
+        known = _KINDS.get(id(func))
+        if known is None:
+            known = _KINDS[id(func)] = (func, _kind(func))
+        kind = known[1]
         key = _key(func, args, kwargs) if kind else None
         if key is None:
             _COUNTS["bypassed"] += 1

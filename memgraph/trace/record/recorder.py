@@ -26,15 +26,17 @@ _FAKE = fake_tensor_type()
 __all__ = ["ALLOC", "FREE", "Recorder", "without_dynamo_wrapper"]
 
 
-_OP_NAMES: dict = {}  # OpOverload -> "aten.mm.default": one string per op kind, not one per call
+# id(OpOverload) -> (the op, "aten.mm.default"): one string per op kind, not one per call; by id, as
+# OpOverload.__hash__ is Python (torch 2.13 torch/_ops.py); the op is held, so its id is never reused by another op
+_OP_NAMES: dict = {}
 _DTYPE_NAMES: dict = {}  # torch.dtype -> "float32"
 
 
 def _op_name(func) -> str:
-    name = _OP_NAMES.get(func)
-    if name is None:
-        name = _OP_NAMES[func] = str(func)
-    return name
+    known = _OP_NAMES.get(id(func))
+    if known is None:
+        known = _OP_NAMES[id(func)] = (func, str(func))
+    return known[1]
 
 
 def _dtype_name(dtype) -> str:
@@ -219,7 +221,7 @@ class Recorder(TorchDispatchMode):
         sid_by_key = self._sid_by_key
         meta = self.device_type == "meta" and self.host_type is None  # t.is_meta: no torch.device made per tensor
         index = len(log.ops)
-        name = _OP_NAMES.get(func) or _op_name(func)
+        name = _op_name(func)
         inputs = []
         outputs, allocated = [], []
         host = self.not_device
