@@ -379,6 +379,32 @@ def op_schema(func):
 
 
 # --------------------------------------------------------------------------------------------
+# OpOverload.namespace / is_view / tags, FunctionSchema returns' and arguments' alias_info (is_write,
+# before_set), torch.Tag's data_dependent_output / dynamic_output_shape / inplace_view
+#   for: the op cache (trace/record/op_cache.py) decides once per op whether its outputs are fresh
+#   tensors or its first argument, as FakeTensorMode's dispatch cache does. Read from torch 2.13.0,
+#   torch/_ops.py, torch/_C/__init__.pyi (FunctionSchema, Argument, AliasInfo), torch/_subclasses/fake_tensor.py.
+# --------------------------------------------------------------------------------------------
+@_guard("op_schema_aliasing", "torch", "torch 2.13.0, torch/_ops.py and torch/_C/__init__.pyi")
+def _check_op_schema_aliasing():
+    add_ = torch.ops.aten.add_.Tensor
+    if (add_.namespace, add_.is_view, torch.ops.aten.view.default.is_view) != ("aten", False, True):
+        return "OpOverload.namespace / is_view no longer name the ATen namespace and view ops"
+    for tag in ("data_dependent_output", "dynamic_output_shape", "inplace_view", "pointwise"):
+        if not hasattr(torch.Tag, tag):
+            return f"torch.Tag.{tag} is missing"
+    schema = add_._schema
+    first, ret = schema.arguments[0], schema.returns[0]
+    if not (schema.is_mutable and first.alias_info.is_write and not first.kwarg_only and ret.alias_info.is_write
+            and ret.alias_info.before_set == first.alias_info.before_set):
+        return "aten::add_.Tensor's schema no longer says that it writes and returns self"
+    return None
+
+
+_check_op_schema_aliasing()
+
+
+# --------------------------------------------------------------------------------------------
 # ATen ops memgraph calls with positional arguments: their argument names, in order
 #   for: the SDPA kernel emulation calls the attention kernels and asks the CPU choice; the
 #   autocast emulation calls the half-to-float softmax kernels. Read from torch 2.13.0,

@@ -139,6 +139,8 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
                                "_dispatch_has_kernel_for_dispatch_key"),
     "inductor_cuda": ("torch._inductor.scheduler", "has_triton", None, "has_triton"),
     "fake_mode_key": ("torch._C", "_get_dispatch_mode", None, "_get_dispatch_mode"),
+    "op_schema_aliasing": ("torch.ops.aten.add_.Tensor", "_schema", torch.ops.aten.add.Tensor._schema,
+                           "aten::add_.Tensor"),
 }
 
 

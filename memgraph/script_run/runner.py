@@ -39,6 +39,7 @@ from memgraph.trace.record.event_log import Role
 from memgraph.step.fused_optimizers import fused_on_meta
 from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
 from memgraph.trace.record.recorder import Recorder
+from memgraph.trace.record.op_cache import op_cache
 from memgraph.trace.emulate.sdpa_kernels import KernelStats, kernel_factory
 from memgraph.trace.shadow_values import ShadowValues
 from memgraph.trace.record.step_hooks import host_type, saved_tensor_hooks, workspace_of
@@ -129,6 +130,7 @@ def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) ->
         stack.enter_context(fused_on_meta())
         stack.enter_context(grad_scalers_assume_finite_grads())
         stack.enter_context(watch.hooks())
+        stack.enter_context(op_cache())  # the lowest mode: repeated meta kernels answered from memory
         stack.enter_context(MetaKernelFixes(opts.target))
         stack.enter_context(shadows)  # below the recorder: host data copied to the device keeps its values
         stack.enter_context(rec)

@@ -91,6 +91,7 @@ from memgraph.private_api import (
     tree_map,
 )
 from memgraph.private_api import disable_current_modes as _disable_current_modes
+from memgraph.trace.record.recorder import without_dynamo_wrapper
 
 aten = torch.ops.aten
 
@@ -134,6 +135,7 @@ def _cpu_device(x):
     return x
 
 
+@without_dynamo_wrapper  # a per-op cost otherwise (trace/record/recorder.py)
 class ShadowValues(TorchDispatchMode):
     """Dispatch mode that keeps real CPU values (shadows) for small integer meta tensors.
 
@@ -349,8 +351,18 @@ class ShadowValues(TorchDispatchMode):
         return tree_map(one, x)
 
     def _run_cpu(self, func, args, kwargs):
+        # One intra-op thread: shadows are small, and some CPU kernels split even a 16 x 16 tensor across the
+        # threads (aten tril/triu: at::parallel_for with grain size 0, TriangularOps.cpp, torch 2.13), where
+        # waking the second OpenMP thread costs ~8 ms of CPU on a busy 2-core machine against 1 us alone.
+        threads = torch.get_num_threads()
         with _disable_current_modes():
-            return func(*args, **kwargs)
+            if threads == 1:
+                return func(*args, **kwargs)
+            torch.set_num_threads(1)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                torch.set_num_threads(threads)
 
     def _off_meta(self, func, args, kwargs):
         """``.cpu()`` / ``.tolist()`` of a meta tensor: a real tensor made from its shadow."""

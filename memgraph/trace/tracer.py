@@ -37,6 +37,7 @@ from memgraph.step.fused_optimizers import fused_on_meta
 from memgraph.step.grad_scaler import make_scaler
 from memgraph.step.layerdrop import every_layer_runs, layerdrop_note
 from memgraph.trace.record.module_tracking import ModuleStack
+from memgraph.trace.record.op_cache import op_cache
 from memgraph.trace.emulate.meta_kernels import MetaKernelFixes
 from memgraph.trace.record.recorder import Recorder
 from memgraph.trace.record.step_hooks import host_type, saved_tensor_hooks, workspace_of
@@ -135,7 +136,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
     rec.enter(0, "setup")
     bounds = []
     fixes = MetaKernelFixes(opts.target)  # below the recorder: meta kernels corrected to the target's (MoE, conv)
-    with fused_on_meta(), every_layer_runs(model) as dropped, compiled.modules(modules) if compiled else modules, values, fixes, rec, \
+    with fused_on_meta(), every_layer_runs(model) as dropped, compiled.modules(modules) if compiled else modules, op_cache(), values, fixes, \
+            rec, \
             saved_tensor_hooks(rec), \
             (compiled.context() if compiled else contextlib.nullcontext()):  # rec on top of values
         for it in range(1, opts.iterations + 1):

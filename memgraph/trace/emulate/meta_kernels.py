@@ -25,11 +25,13 @@ from memgraph.trace.emulate.gather_backward import GatherBackwardInPlace
 from memgraph.trace.emulate.inplace_grad_sum import accumulate_in_place
 from memgraph.trace.emulate.moe import grouped_mm_on_meta
 from memgraph.trace.emulate.pointwise_layout import contiguous_fast_setup
+from memgraph.trace.record.recorder import without_dynamo_wrapper
 
 aten = torch.ops.aten
 _CONV = {aten.convolution.default, aten.convolution_backward.default}
 
 
+@without_dynamo_wrapper  # a per-op cost otherwise (trace/record/recorder.py)
 class MetaKernelFixes(TorchDispatchMode):
     """Corrected meta outputs for the ops listed in the module docstring; every other op runs as is."""
 

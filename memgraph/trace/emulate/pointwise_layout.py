@@ -45,15 +45,38 @@ def _operands(func, args, kwargs) -> list | None:
     return out
 
 
+# id(OpOverload) -> (the op, whether the rule may apply): by id, as OpOverload.__hash__ is Python (torch 2.13
+# torch/_ops.py); the op is held, so its id is never reused by another op
+_POINTWISE: dict = {}
+
+
+def _pointwise(func) -> bool:
+    known = _POINTWISE.get(id(func))
+    if known is None:
+        known = _POINTWISE[id(func)] = (func, func not in _NOT_TENSOR_ITERATOR and torch.Tag.pointwise in func.tags)
+    return known[1]
+
+
+def _contiguous_strides(shape) -> tuple:
+    """The strides ``torch.empty(shape)`` gets (c10 ``contiguous_strides``: each the product of the sizes after
+    it, a size 0 counted as 1)."""
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * max(shape[i + 1], 1)
+    return tuple(strides)
+
+
 def contiguous_fast_setup(func, args, kwargs, out):
     """``out`` restrided as the real kernel allocates it, when the CONTIGUOUS fast setup applies (else ``out``)."""
-    if not isinstance(out, torch.Tensor) or out.device.type != "meta" or out.dim() < 2:
+    if not isinstance(out, torch.Tensor) or not out.is_meta or out.dim() < 2:
         return out
-    if func in _NOT_TENSOR_ITERATOR or torch.Tag.pointwise not in func.tags:
+    if not _pointwise(func):
         return out
     operands = _operands(func, args, kwargs)
     if not operands or not all(isinstance(t, torch.Tensor) and t.shape == out.shape and t.is_contiguous()
                                for t in operands):
+        return out
+    if out.stride() == _contiguous_strides(out.shape):  # what torch.empty(out.shape) would have
         return out
     with _disable_current_modes():
         want = torch.empty(out.shape, dtype=out.dtype, device="meta")

@@ -23,18 +23,20 @@ from memgraph.trace.record.event_log import ALLOC, FREE, EventLog, OpRecord, Ori
 
 _FAKE = fake_tensor_type()
 
-__all__ = ["ALLOC", "FREE", "Recorder"]
+__all__ = ["ALLOC", "FREE", "Recorder", "without_dynamo_wrapper"]
 
 
-_OP_NAMES: dict = {}  # OpOverload -> "aten.mm.default": one string per op kind, not one per call
+# id(OpOverload) -> (the op, "aten.mm.default"): one string per op kind, not one per call; by id, as
+# OpOverload.__hash__ is Python (torch 2.13 torch/_ops.py); the op is held, so its id is never reused by another op
+_OP_NAMES: dict = {}
 _DTYPE_NAMES: dict = {}  # torch.dtype -> "float32"
 
 
 def _op_name(func) -> str:
-    name = _OP_NAMES.get(func)
-    if name is None:
-        name = _OP_NAMES[func] = str(func)
-    return name
+    known = _OP_NAMES.get(id(func))
+    if known is None:
+        known = _OP_NAMES[id(func)] = (func, str(func))
+    return known[1]
 
 
 def _dtype_name(dtype) -> str:
@@ -219,7 +221,7 @@ class Recorder(TorchDispatchMode):
         sid_by_key = self._sid_by_key
         meta = self.device_type == "meta" and self.host_type is None  # t.is_meta: no torch.device made per tensor
         index = len(log.ops)
-        name = _OP_NAMES.get(func) or _op_name(func)
+        name = _op_name(func)
         inputs = []
         outputs, allocated = [], []
         host = self.not_device
@@ -273,8 +275,17 @@ class Recorder(TorchDispatchMode):
                     self.log.storages[sid].module = module
 
 
-# TorchDispatchMode.__init_subclass__ wraps __torch_dispatch__ in torch._disable_dynamo (so that
-# torch.compile never traces into a dispatch frame; torch/utils/_python_dispatch.py, torch 2.13): a
-# per-op cost of setting and restoring the eval-frame callback. The trace never runs under
-# torch.compile, so the recorder's own method is called directly.
-Recorder.__torch_dispatch__ = getattr(Recorder.__dict__["__torch_dispatch__"], "__wrapped__", Recorder.__torch_dispatch__)
+def without_dynamo_wrapper(cls: type) -> type:
+    """``cls`` with its own ``__torch_dispatch__`` called directly.
+
+    TorchDispatchMode.__init_subclass__ wraps a subclass's ``__torch_dispatch__`` in torch._disable_dynamo (so
+    that torch.compile never traces into a dispatch frame; torch/utils/_python_dispatch.py, torch 2.12-2.13): a
+    per-op cost of setting and restoring the eval-frame callback, in every mode of the stack. The trace's modes
+    never run under torch.compile (``--compile`` compiles outside them: memgraph/compiled/), so the method the
+    class defined is put back (the wrapper keeps it in ``__wrapped__``, functools.wraps)."""
+    method = cls.__dict__["__torch_dispatch__"]
+    cls.__torch_dispatch__ = getattr(method, "__wrapped__", method)
+    return cls
+
+
+without_dynamo_wrapper(Recorder)
