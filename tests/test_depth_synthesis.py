@@ -113,8 +113,9 @@ def test_llama_variants_equal_full_trace(opts):
 
 @pytest.mark.slow
 def test_offloading_with_autocast_and_checkpointing_equals_full_trace():
-    """The offload note is plain text whose counts differ by depth: a third trace (2 layers) checks them."""
-    _assert_same(LLAMA, 6, "depth synthesis: traced 2, 3 and 4 of 6 layers; layer 1 repeated",
+    """The offload note is a typed note (memgraph/step/activation_offload.py) whose counts scale with the depth: no
+    third (2-layer) trace, and its words equal the full trace's."""
+    _assert_same(LLAMA, 6, "depth synthesis: traced 3 and 4 of 6 layers; layer 1 repeated",
                  precision="bf16-mixed", gradient_checkpointing=True, activation_offload=True)
 
 
