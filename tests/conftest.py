@@ -21,6 +21,29 @@ TINY_LLAMA_PARAMETERS = 64_000 + 2 * (4_096 + 2 * 2_048 + 4_096 + 3 * 8_192 + 2 
 FULL_ONLY = ("slow", "cli")
 
 
+def deep_tiny_llama(tmp_path: Path, layers: int = 12) -> str:
+    """tests/configs/tiny-llama.json with ``layers`` layers (12: at least depth synthesis' MIN_DEPTH, 10), written
+    under ``tmp_path``; its path."""
+    import json
+
+    config = json.loads((CONFIGS / "tiny-llama.json").read_text())
+    config["num_hidden_layers"] = layers
+    deep = tmp_path / "deep-llama.json"
+    deep.write_text(json.dumps(config))
+    return str(deep)
+
+
+def traced_depths(monkeypatch) -> list[int]:
+    """The depths (layer counts) of every real trace made from now on in this test, in order."""
+    import memgraph.trace.tracer as tracer
+
+    depths = []
+    real = tracer._trace_all_layers
+    monkeypatch.setattr(tracer, "_trace_all_layers",
+                        lambda s, o, rank=0: depths.append(s.config.num_hidden_layers) or real(s, o, rank))
+    return depths
+
+
 def _needs(touch_point: str):
     """Skip where the installed library predates ``touch_point`` (private_api.py ``_guard(..., since=...)``)."""
     from memgraph.private_api import unavailable

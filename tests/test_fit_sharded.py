@@ -18,6 +18,7 @@ from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
 from memgraph.trace.record.event_log import EventLog, Origin, Role, StorageRecord
 from tests.conftest import TINY_LLAMA_PARAMETERS as PARAMETERS  # by hand there
+from tests.conftest import deep_tiny_llama, traced_depths
 
 TINY = str(Path(__file__).parent / "configs" / "tiny-llama.json")
 ZERO = {stage: str(Path(__file__).parent.parent / "memgraph" / "ds_engine" / f"zero{stage}.json") for stage in (2, 3)}
@@ -133,18 +134,10 @@ def test_each_sharded_step_holds_at_least_its_bound(precision):
 @pytest.mark.slow  # a DeepSpeed trace of a 12-layer tiny-llama
 def test_deepspeed_is_traced_at_full_depth_without_an_attempt(tmp_path, monkeypatch):
     pytest.importorskip("deepspeed")
-    import memgraph.trace.tracer as tracer
     from memgraph.api import analyze
     from memgraph.trace.shortcuts.depth_run import DEEPSPEED_WHY
 
-    config = json.loads(Path(TINY).read_text())
-    config["num_hidden_layers"] = 12  # at least depth synthesis' MIN_DEPTH (10)
-    deep = tmp_path / "deep-llama.json"
-    deep.write_text(json.dumps(config))
-    depths = []
-    real = tracer._trace_all_layers
-    monkeypatch.setattr(tracer, "_trace_all_layers",
-                        lambda s, o, rank=0: depths.append(s.config.num_hidden_layers) or real(s, o, rank))
+    deep, depths = deep_tiny_llama(tmp_path), traced_depths(monkeypatch)
     opts = TrainingOptions(seq_len=32, gpu="a100-40gb", nproc=2, deepspeed=ZERO[2])
     r = analyze(str(deep), opts)
     assert depths == [12]

@@ -76,8 +76,7 @@ def params_grads_state(trace) -> int | None:
 def _at_step(trace) -> tuple[int, int] | None:
     """``(P + G, S)`` at the start of the last iteration's optimizer phase, or None (module docstring)."""
     log = trace.log
-    last = max((it for _, it, _ in log.phase_marks), default=None)
-    step = next((e for e, it, phase in log.phase_marks if it == last and phase == "optimizer"), None)
+    last, step = _last_iteration_phase(log, "optimizer")
     if step is None:
         return None
     params = [s for s in log.storages if s.origin == Origin.PARAMETER]
@@ -91,6 +90,12 @@ def _at_step(trace) -> tuple[int, int] | None:
     return sum(s.nbytes for s in params) + sum(s.nbytes for s in grads), state
 
 
+def _last_iteration_phase(log, phase: str) -> tuple[int | None, int | None]:
+    """The last iteration of ``log`` and the event index where its ``phase`` begins (None where it has none)."""
+    last = max((it for _, it, _ in log.phase_marks), default=None)
+    return last, next((e for e, it, p in log.phase_marks if it == last and p == phase), None)
+
+
 def _alive(s, event: int) -> bool:
     return s.alloc_event < event and (s.free_event is None or s.free_event >= event)
 
@@ -99,8 +104,7 @@ def sharded_parts(trace) -> tuple[int, int, int] | None:
     """``(A, P, S)`` of ``trace`` (module docstring, "Sharded changes"), or None where the trace has no backward
     or a parameter that does not live from setup to the end."""
     log = trace.log
-    last = max((it for _, it, _ in log.phase_marks), default=None)
-    start = next((e for e, it, phase in log.phase_marks if it == last and phase == "backward"), None)
+    last, start = _last_iteration_phase(log, "backward")
     if start is None:
         return None
     params = [s for s in log.storages if s.origin == Origin.PARAMETER]
