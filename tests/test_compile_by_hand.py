@@ -45,6 +45,18 @@ def test_min_cut_recomputes_the_sigmoid_cuda_target():
     assert any(u["name"].startswith("Inductor's CUDA fusion") for u in r.unknowns)
 
 
+def test_graph_break_is_named_with_its_count():
+    """A Logger call between two linears (tests/fixtures/compile_nets.py logging_mlp), the graph break transformers'
+    warning_once makes in tiny GPT-2 (test_compile_meta_gradients.py, --full): Dynamo compiles the first linear and
+    the second as two graphs, one break, its reason on one line."""
+    r = analyze("tests.fixtures.compile_nets:logging_mlp", inputs=("x=float32[4,16]",), optimizer="sgd",
+                target="cuda", compile=True)
+    assert "2 graphs, 1 graph breaks" in next(n for n in r.notes if n.startswith("compiled:"))
+    breaks = [n for n in r.notes if n.startswith("graph break")]
+    assert len(breaks) == 1 and breaks[0].startswith("graph break (1x): logging.Logger method not supported"), breaks
+    assert "\n" not in breaks[0] and ".debug, args: [ConstantVariable(str: 'between the linears')]" in breaks[0]
+
+
 def test_reduce_overhead_is_refused_in_one_line():
     from memgraph.errors import MemgraphError
 

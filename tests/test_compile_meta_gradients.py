@@ -5,6 +5,7 @@ them no gradient, so a compiled loss had no backward (private_api.composite_ops_
 fail without it: the gradient of the logits was None, and GPT-2, whose loss Dynamo compiles as a graph of its own
 after a graph break, stopped with "its loss does not depend on any trainable parameter"."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -28,6 +29,8 @@ def test_a_compiled_cross_entropy_gives_its_input_a_gradient_on_meta():
     assert logits.grad is not None and logits.grad.shape == (2, 16, V)
 
 
+@pytest.mark.slow  # about 5 CPU s; test_compile_by_hand.py::test_graph_break_is_named_with_its_count checks the
+# graph-break path (two graphs, the Logger-method reason as one line) on a two-linear net in about 1 s
 def test_gpt2_compiles_on_the_cuda_target():
     r = analyze("tests/configs/tiny-gpt2.json", seq_len=32, batch_size=1, compile=True)
     line = next(n for n in r.notes if n.startswith("compiled:"))

@@ -63,6 +63,9 @@ def _report(result) -> dict:
     return data
 
 
+@pytest.mark.slow  # about 2.8 CPU s (13 traces); fast: test_llama_sweep_equals_separate_analyses (a sweep equals the
+# separate analyses) and test_depth_synthesis.py::test_sweeps_share_the_notes_trace_only_for_the_same_notes (a swept,
+# depth-synthesized trace equals the one traced alone, field by field)
 def test_deep_sweep_json_equals_separate_analyses(tmp_path, monkeypatch):
     """A 10-layer llama (depth_run.MIN_DEPTH, so depth-synthesized from 3- and 4-layer traces) swept at 2, 3 and
     8: every size's whole JSON report is the separate analysis' at that size, the sweep's own note on the
