@@ -60,24 +60,24 @@ def _probed(op, args: tuple, kwargs: dict) -> list[int] | None:
     return None if measured is None else ([measured] if measured else [])
 
 
-def mm(args: tuple, kwargs: dict, out) -> list[int]:
-    """``aten.mm(self, mat2)``: ``addmm_impl_cpu_(result, result, self, mat2, 0, 1)``; bf16/fp16 measured once."""
+def _gemm(op, args: tuple, kwargs: dict, out, mat1, mat2) -> list[int]:
+    """The CPU scratch of ``op``: measured once for bf16/fp16 outputs where the probe runs, else the operand
+    copies of ``mat1 @ mat2`` (:func:`_gemm_copies`)."""
     if not isinstance(out, torch.Tensor):
         return []
     if _reduced_precision(out):
-        probed = _probed(torch.ops.aten.mm.default, args, kwargs)
+        probed = _probed(op, args, kwargs)
         if probed is not None:
             return probed
-    return _gemm_copies(out, args[0], args[1])
+    return _gemm_copies(out, mat1, mat2)
+
+
+def mm(args: tuple, kwargs: dict, out) -> list[int]:
+    """``aten.mm(self, mat2)``: ``addmm_impl_cpu_(result, result, self, mat2, 0, 1)``; bf16/fp16 measured once."""
+    return _gemm(torch.ops.aten.mm.default, args, kwargs, out, args[0], args[1])
 
 
 def addmm(args: tuple, kwargs: dict, out) -> list[int]:
     """``aten.addmm(self, mat1, mat2)``: the bias is expanded (a view) and copied into the result, no block;
     bf16/fp16 measured once."""
-    if not isinstance(out, torch.Tensor):
-        return []
-    if _reduced_precision(out):
-        probed = _probed(torch.ops.aten.addmm.default, args, kwargs)
-        if probed is not None:
-            return probed
-    return _gemm_copies(out, args[1], args[2])
+    return _gemm(torch.ops.aten.addmm.default, args, kwargs, out, args[1], args[2])
