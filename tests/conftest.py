@@ -33,6 +33,17 @@ def deep_tiny_llama(tmp_path: Path, layers: int = 12) -> str:
     return str(deep)
 
 
+def tiny_llama_fit_setup(gpu: str, **kw):
+    """tests/configs/tiny-llama.json resolved, and its options at 32 tokens on ``gpu`` (plus ``kw``) with
+    memgraph's defaults resolved: the step ``memgraph fit`` starts from."""
+    from memgraph.model_spec.defaults import resolve_defaults
+    from memgraph.model_spec.options import TrainingOptions
+    from memgraph.model_spec.sources import resolve
+
+    spec = resolve(str(CONFIGS / "tiny-llama.json"))
+    return spec, resolve_defaults(spec, TrainingOptions(seq_len=32, gpu=gpu, **kw)).options
+
+
 def traced_depths(monkeypatch) -> list[int]:
     """The depths (layer counts) of every real trace made from now on in this test, in order."""
     import memgraph.trace.tracer as tracer

@@ -12,13 +12,13 @@ from memgraph.fit.why import consumers
 from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
+from tests.conftest import tiny_llama_fit_setup
 
 TINY = str(Path(__file__).parent / "configs" / "tiny-llama.json")
 
 
 def _setup(**kw):
-    spec = resolve(TINY)
-    return spec, resolve_defaults(spec, TrainingOptions(seq_len=32, gpu="t4", **kw)).options
+    return tiny_llama_fit_setup("t4", **kw)
 
 
 def test_allocator_change_is_replayed_on_the_same_trace_and_equals_analyze():

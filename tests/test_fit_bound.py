@@ -2,7 +2,6 @@
 keep them, so that a set which cannot fit by it is not analysed."""
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -12,17 +11,13 @@ from memgraph.fit.candidates import CANDIDATES
 from memgraph.fit.outcome import Outcome
 from memgraph.fit.plans import find_plans
 from memgraph.fit.progress import QUIET
-from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import TrainingOptions
-from memgraph.model_spec.sources import resolve
 from tests.conftest import TINY_LLAMA_PARAMETERS as PARAMETERS  # by hand there
-
-TINY = str(Path(__file__).parent / "configs" / "tiny-llama.json")
+from tests.conftest import tiny_llama_fit_setup
 
 
 def _setup(**kw):
-    spec = resolve(TINY)
-    return spec, resolve_defaults(spec, TrainingOptions(seq_len=32, gpu="a100-40gb", **kw)).options
+    return tiny_llama_fit_setup("a100-40gb", **kw)
 
 
 def test_params_and_grads_of_a_float32_step_by_hand():
