@@ -55,6 +55,20 @@ def test_which_changes_keep_params_and_grads():
     assert not cannot_fit(None, yours, replace(yours, loss="chunked-ce"), 0)
 
 
+def _traced_changes_keep(analyses, opts, keeps, measure, base: int) -> list[str]:
+    """Trace each change that applies to ``opts`` and that ``keeps(opts, changed)`` says keeps the bytes ``measure``
+    reads off a trace; assert each has ``base`` of them, at most its allocated peak; the names of the changes."""
+    checked = []
+    for c in CANDIDATES:
+        if not c.applies_to(opts) or not keeps(opts, c.apply(opts)):
+            continue
+        o = analyses.outcome(c.apply(opts), c.name)
+        assert measure(analyses.traces[trace_key(c.apply(opts))]) == base, c.name
+        assert base <= o.allocated <= o.device_total, c.name
+        checked.append(c.name)
+    return checked
+
+
 @pytest.mark.slow  # a trace of tiny-llama per change (about ten)
 def test_each_change_that_keeps_them_has_your_params_and_grads():
     """Measured, not assumed: each change the bound trusts, traced, has your P + G at its optimizer step, and its
@@ -63,14 +77,7 @@ def test_each_change_that_keeps_them_has_your_params_and_grads():
     analyses = Analyses(spec)
     analyses.outcome(opts, "yours")
     yours = params_and_grads(analyses.traces[trace_key(opts)])
-    checked = []
-    for c in CANDIDATES:
-        if not c.applies_to(opts) or not keeps_params_and_grads(opts, c.apply(opts)):
-            continue
-        o = analyses.outcome(c.apply(opts), c.name)
-        assert params_and_grads(analyses.traces[trace_key(c.apply(opts))]) == yours, c.name
-        assert yours <= o.allocated <= o.device_total, c.name
-        checked.append(c.name)
+    checked = _traced_changes_keep(analyses, opts, keeps_params_and_grads, params_and_grads, yours)
     assert checked == ["expandable segments", "chunked cross-entropy", "selective checkpointing (every 2nd layer)",
                        "gradient checkpointing", "for-loop optimizer step", "activation offloading", "bf16 autocast",
                        "8-bit AdamW (bitsandbytes)"]
@@ -183,12 +190,5 @@ def test_each_change_that_keeps_the_state_has_your_params_grads_and_state(precis
     base = params_grads_state(analyses.traces[trace_key(opts)])
     if precision == "fp32":
         assert base == 4 * 4 * PARAMETERS + 21 * 4 == 3_232_852
-    checked = []
-    for c in CANDIDATES:
-        if not c.applies_to(opts) or not keeps_state(opts, c.apply(opts)):
-            continue
-        o = analyses.outcome(c.apply(opts), c.name)
-        assert params_grads_state(analyses.traces[trace_key(c.apply(opts))]) == base, c.name
-        assert base <= o.allocated <= o.device_total, c.name
-        checked.append(c.name)
+    checked = _traced_changes_keep(analyses, opts, keeps_state, params_grads_state, base)
     assert {"gradient checkpointing", "activation offloading", "chunked cross-entropy"} <= set(checked)
