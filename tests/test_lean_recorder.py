@@ -7,7 +7,7 @@ import gc
 import pytest
 import torch
 
-from memgraph.trace.record.recorder import Recorder, _arg_tensors, _out_tensors, _tensors
+from memgraph.trace.record.recorder import Recorder, _out_tensors, _tensors, arg_tensors
 
 
 def test_collector_paused_once_by_the_entry_points_and_restored():
@@ -60,7 +60,7 @@ def test_argument_flattening_matches_the_general_walk():
     args = (a, 3, [b, None, (c,)], {"x": d}, "s")
     kwargs = {"out": c, "alpha": 2}
     expected = _tensors(kwargs, _tensors(args, []))
-    assert [id(t) for t in _arg_tensors(args, kwargs)] == [id(t) for t in expected] == [id(t) for t in (a, b, c, d, c)]
+    assert [id(t) for t in arg_tensors(args, kwargs)] == [id(t) for t in expected] == [id(t) for t in (a, b, c, d, c)]
     assert [id(t) for t in _out_tensors(a)] == [id(a)]
     assert [id(t) for t in _out_tensors((a, [b]))] == [id(a), id(b)]
 

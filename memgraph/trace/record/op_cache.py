@@ -38,7 +38,7 @@ import os
 import torch
 
 from memgraph.private_api import TorchDispatchMode, op_schema, storage_key
-from memgraph.trace.record.recorder import without_dynamo_wrapper
+from memgraph.trace.record.recorder import arg_tensors, without_dynamo_wrapper
 
 __all__ = ["OpCache", "cache_enabled", "clear", "op_cache", "stats"]
 
@@ -158,7 +158,7 @@ def _key(func, args, kwargs):
 def _fresh_entry(out, args, kwargs):
     """What a repeat of a _FRESH op returns, from the kernel's output ``out``: ``(shape, stride, dtype)`` for a
     tensor, ``(type, items)`` for a list/tuple of tensors (3-tuples) and values (1-tuples), or _NEVER."""
-    inputs = {storage_key(t) for t in _flat_tensors((args, kwargs))}
+    inputs = {storage_key(t) for t in arg_tensors(args, kwargs)}
     seen = set()
 
     def one(t):
@@ -194,26 +194,12 @@ class _Uncached(Exception):
     pass
 
 
-def _flat_tensors(obj) -> list:
-    out = []
-    stack = [obj]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, _Tensor):
-            out.append(x)
-        elif isinstance(x, (list, tuple)):
-            stack.extend(x)
-        elif isinstance(x, dict):
-            stack.extend(x.values())
-    return out
-
-
 def _synth(shape, stride, dtype):
     return torch.empty_strided(shape, stride, dtype=dtype, device=_META)
 
 
 def _item(item):
-    return torch.empty_strided(item[0], item[1], dtype=item[2], device=_META) if len(item) == 3 else item[0]
+    return _synth(*item) if len(item) == 3 else item[0]
 
 
 class OpCache(TorchDispatchMode):
@@ -233,7 +219,7 @@ class OpCache(TorchDispatchMode):
         if entry:
             _COUNTS["hits"] += 1
             if len(entry) == 3:
-                return torch.empty_strided(entry[0], entry[1], dtype=entry[2], device=_META)
+                return _synth(*entry)
             if entry is _SELF:
                 return args[0]
             return entry[0](_item(item) for item in entry[1])

@@ -23,7 +23,7 @@ from memgraph.trace.record.event_log import ALLOC, FREE, EventLog, OpRecord, Ori
 
 _FAKE = fake_tensor_type()
 
-__all__ = ["ALLOC", "FREE", "Recorder", "without_dynamo_wrapper"]
+__all__ = ["ALLOC", "FREE", "Recorder", "arg_tensors", "without_dynamo_wrapper"]
 
 
 # id(OpOverload) -> (the op, "aten.mm.default"): one string per op kind, not one per call; by id, as
@@ -57,7 +57,7 @@ def _host_meta_move(src, out) -> bool:
             and src.dtype == out.dtype and src.layout == out.layout)
 
 
-def _arg_tensors(args: tuple, kwargs: dict) -> list:
+def arg_tensors(args: tuple, kwargs: dict) -> list:
     """Tensors in an op's positional then keyword arguments, in order: :func:`_tensors` of both, without
     its recursion for the usual arguments (tensors, scalars, lists of them)."""
     out = []
@@ -225,7 +225,7 @@ class Recorder(TorchDispatchMode):
         inputs = []
         outputs, allocated = [], []
         host = self.not_device
-        for t in _arg_tensors(args, kwargs):
+        for t in arg_tensors(args, kwargs):
             if not (t.is_meta if meta else self.tracks(t)) or host and id(t.untyped_storage()) in host:
                 continue
             sid = sid_by_key.get(id(t.untyped_storage()))
