@@ -247,10 +247,15 @@ def layout_of(cfg) -> str | None:
 
 def vision_of(cfg):
     """The vision config: ``cfg.vision_config``, or the encoder's where an encoder-decoder keeps its vision tower in
-    the encoder (T5Gemma 2: ``config.encoder.vision_config``, modeling_t5gemma2.py ``T5Gemma2Encoder``)."""
+    the encoder (T5Gemma 2: ``config.encoder.vision_config``, modeling_t5gemma2.py ``T5Gemma2Encoder``), or the
+    encoder itself where it is the vision model (VisionEncoderDecoder: ``config.encoder`` a ViT/Swin/DeiT config
+    with an ``image_size``, modeling_vision_encoder_decoder.py)."""
     vision = getattr(cfg, "vision_config", None)
+    encoder = getattr(cfg, "encoder", None)
     if vision is None:
-        vision = getattr(getattr(cfg, "encoder", None), "vision_config", None)
+        vision = getattr(encoder, "vision_config", None)
+    if vision is None and getattr(cfg, "decoder", None) is not None and _native_size(encoder) is not None:
+        vision = encoder
     return vision
 
 
@@ -396,7 +401,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
 
 def _prefix(cfg, opts, defaults, dtype) -> list[InputSpec]:
     """BLIP, GIT, Kosmos-2, image encoder-decoders: vision_prefix_inputs.py, one image of the tower's size."""
-    native = _native_size(cfg.vision_config)
+    native = _native_size(vision_of(cfg))
     h, w = image_hw(opts.image_size or defaults.get("image_size") or native)
     if (h, w) != native:
         raise MemgraphError(f"this {cfg.model_type} model's vision tower takes {native[0]}x{native[1]} images (its "
@@ -404,7 +409,7 @@ def _prefix(cfg, opts, defaults, dtype) -> list[InputSpec]:
     b, seq = opts.batch_size, _seq(opts, defaults)
     ids, _ = sample_text_ids(cfg, b, seq)
     return vision_prefix_inputs(cfg, model_class_for(cfg), b, seq, _images(opts, defaults), native, dtype, ids,
-                                _known, ImageInput)
+                                _known, ImageInput, vision_of(cfg))
 
 
 def _patch_rows(cfg, opts, defaults, dtype) -> list[InputSpec]:

@@ -38,13 +38,12 @@ def is_vision_prefix(cfg, cls) -> bool:
 
 
 def vision_prefix_inputs(cfg, cls, b: int, seq: int, images: int, size: tuple[int, int], dtype, text_ids,
-                         known, image_input) -> list[InputSpec]:
+                         known, image_input, vision) -> list[InputSpec]:
     """The inputs of one batch (``text_ids``: ``[b, seq]`` ordinary token ids; ``known`` / ``image_input`` make
-    multimodal_inputs.py's KnownInput / ImageInput)."""
+    multimodal_inputs.py's KnownInput / ImageInput; ``vision``: the vision tower's config)."""
     if images != 1:
         raise MemgraphError(f"--images {images}: {cfg.model_type} takes one image per sample: drop --images")
     params = inspect.signature(cls.forward).parameters
-    vision = cfg.vision_config
     channels = getattr(vision, "num_channels", None) or 3
     ids = text_ids.clone()
     text = cfg.get_text_config()
@@ -62,6 +61,16 @@ def vision_prefix_inputs(cfg, cls, b: int, seq: int, images: int, size: tuple[in
         mask[:, 2:2 + latents] = 1  # [BOS] <image> latents... </image> text
         labels = labels.masked_fill(mask.bool(), IGNORE_INDEX)
         inputs.append(known("image_embeds_position_mask", mask))
+    if "decoder_input_ids" in params and "input_ids" not in params:
+        # VisionEncoderDecoder: no encoder text; the decoder reads the labels shifted right behind
+        # decoder_start_token_id (modeling_vision_encoder_decoder.py shift_tokens_right), made here as the model
+        # makes them, since it reads config.pad_token_id for that, which only a released config sets
+        if not isinstance(getattr(cfg, "decoder_start_token_id", None), int):
+            raise MemgraphError(f"this {cfg.model_type} config sets no decoder_start_token_id (the decoder's first "
+                                "token): set it in the config, as the released checkpoints do")
+        start = torch.full((b, 1), cfg.decoder_start_token_id, dtype=torch.int64)
+        shifted = torch.cat([start, labels[:, :-1]], dim=1)
+        return [*inputs, known("decoder_input_ids", shifted), known("labels", labels)]
     if "decoder_input_ids" in params:
         # an image encoder and a text decoder: the text is the decoder's (PP-FormulaNet shifts input_ids into the
         # decoder_input_ids, modeling_pp_formulanet.py shift_tokens_right) and its target
