@@ -66,6 +66,7 @@ from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.patch_row_inputs import is_patch_rows
 from memgraph.model_spec.patch_row_inputs import patch_grid as fuyu_grid
 from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
+from memgraph.model_spec.text_only_inputs import is_text_only, text_only_inputs
 from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
@@ -157,13 +158,18 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
-    if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
+    if getattr(opts, "video_frames", None) and layout in ("text-only", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
             and not (layout == "fixed" and takes_video(cfg)):
         raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
                             "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
                             "InstructBLIP-Video take one): drop --video-frames")
     if layout == "query-video":
         inputs = _query_video(cfg, opts, defaults, dtype)
+    elif layout == "text-only":
+        b, seq = opts.batch_size, _seq(opts, defaults)
+        inputs, note = text_only_inputs(cfg, model_class_for(cfg), b, seq, getattr(opts, "images", None),
+                                        sample_text_ids(cfg, b, seq)[0], _known)
+        notes = (note,)
     elif layout == "cross":
         inputs, note = _cross_attention(cfg, opts, defaults, dtype)
         notes = (note,)
@@ -218,7 +224,7 @@ def layout_of(cfg) -> str | None:
         return "patch-rows"  # Fuyu: no vision tower, raw patches (patch_row_inputs.py)
     vision = vision_of(cfg)
     if vision is None:
-        return None
+        return "text-only" if is_text_only(cfg, model_class_for(cfg)) else None  # Mistral 4 (text_only_inputs.py)
     if is_flattened_patches(cfg, model_class_for(cfg)):
         return "flattened"  # Pix2Struct: variable-resolution patches in a budget (flattened_patches.py)
     if is_cross_attention(cfg, model_class_for(cfg)):
