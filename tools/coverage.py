@@ -763,8 +763,8 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         # (min_pixels 56*56, smart_resize), a 4x4 grid of 14-px patches, 4 visual tokens after the 2x2 merge
         from memgraph.model_spec.image_tokens import processor_size
 
-        layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image; Mistral 4 none
-        kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout in ("query-video", "text-only") else 1,
+        layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image; Mistral 4 and Evolla none
+        kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout in ("query-video", "text-only", "protein") else 1,
                   image_size=56 if layout in ("grid", "soft", "flattened") else None)
         if processor_size(cfg):  # Florence-2: its processor's size is a setting; 64 px keeps the tiny step small
             kw["image_size"] = 64

@@ -67,6 +67,8 @@ from memgraph.model_spec.patch_row_inputs import is_patch_rows
 from memgraph.model_spec.patch_row_inputs import patch_grid as fuyu_grid
 from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.text_only_inputs import is_text_only, text_only_inputs
+from memgraph.model_spec.document_inputs import document_inputs, is_document
+from memgraph.model_spec.protein_text_inputs import is_protein_text, protein_text_inputs
 from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
@@ -158,13 +160,21 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout != "grid":
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
-    if getattr(opts, "video_frames", None) and layout in ("text-only", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
+    if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
             and not (layout == "fixed" and takes_video(cfg)):
         raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
                             "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
                             "InstructBLIP-Video take one): drop --video-frames")
     if layout == "query-video":
         inputs = _query_video(cfg, opts, defaults, dtype)
+    elif layout == "document":
+        inputs, note = _document(cfg, opts, defaults, dtype)
+        notes = (note,)
+    elif layout == "protein":
+        b, seq = opts.batch_size, _seq(opts, defaults)
+        ids, gen = sample_text_ids(cfg, b, seq)
+        inputs, note = protein_text_inputs(cfg, b, seq, getattr(opts, "images", None), ids, gen, _known)
+        notes = (note,)
     elif layout == "text-only":
         b, seq = opts.batch_size, _seq(opts, defaults)
         inputs, note = text_only_inputs(cfg, model_class_for(cfg), b, seq, getattr(opts, "images", None),
@@ -223,6 +233,10 @@ def layout_of(cfg) -> str | None:
     if is_patch_rows(cfg):
         return "patch-rows"  # Fuyu: no vision tower, raw patches (patch_row_inputs.py)
     vision = vision_of(cfg)
+    if vision is None and is_document(cfg, model_class_for(cfg)):
+        return "document"  # UDOP: tokens with word boxes and the page image (document_inputs.py)
+    if vision is None and is_protein_text(cfg, model_class_for(cfg)):
+        return "protein"  # Evolla: a protein beside the text (protein_text_inputs.py)
     if vision is None:
         return "text-only" if is_text_only(cfg, model_class_for(cfg)) else None  # Mistral 4 (text_only_inputs.py)
     if is_flattened_patches(cfg, model_class_for(cfg)):
@@ -416,6 +430,17 @@ def _prefix(cfg, opts, defaults, dtype) -> list[InputSpec]:
     ids, _ = sample_text_ids(cfg, b, seq)
     return vision_prefix_inputs(cfg, model_class_for(cfg), b, seq, _images(opts, defaults), native, dtype, ids,
                                 _known, ImageInput, vision_of(cfg))
+
+
+def _document(cfg, opts, defaults, dtype) -> tuple[list[InputSpec], str]:
+    """UDOP: document_inputs.py, one page of the config's image size, the target ``--target-len`` tokens."""
+    size = image_hw(opts.image_size or defaults.get("image_size") or cfg.image_size)
+    b, seq = opts.batch_size, _seq(opts, defaults)
+    target = opts.target_len or defaults.get("target_len") or seq
+    ids, gen = sample_text_ids(cfg, b, seq)
+    target_ids = random_text_ids(b * target, cfg.vocab_size, special_token_ids(cfg), gen).view(b, target)
+    return document_inputs(cfg, b, seq, target, _images(opts, defaults), size, dtype, ids, target_ids, _known,
+                           ImageInput)
 
 
 def _patch_rows(cfg, opts, defaults, dtype) -> list[InputSpec]:

@@ -465,6 +465,9 @@ class ShadowValues(TorchDispatchMode):
 
     def _propagate(self, func, args, kwargs, out) -> None:
         values = self._values
+        if func.overloadpacket in _LIKE_FILLS and _is_meta(out):
+            self._like_fill(func, args, kwargs, out)
+            return
         meta_in = _meta_tensors(args, kwargs)
         if not meta_in and not _makes_values(func, args, kwargs, out):
             return  # a floating-point factory op: no values wanted
@@ -494,6 +497,17 @@ class ShadowValues(TorchDispatchMode):
         for m, c in zip(metas, cpus):
             if _is_meta(m) and isinstance(c, torch.Tensor) and tuple(c.shape) == tuple(m.shape):
                 values[m] = c
+
+    def _like_fill(self, func, args, kwargs, out) -> None:
+        """``full_like(x, v)`` and the like: a constant whatever ``x`` holds (UDOP's
+        ``torch.full_like(image_embeddings[:, :, 0], True).bool()``, modeling_udop.py, a mask later indexed with)."""
+        if _storage_elements(out) > self.max_elements:
+            return
+        with _disable_current_modes():
+            template = torch.empty_strided(args[0].shape, args[0].stride(), dtype=args[0].dtype)
+            r = func(template, *args[1:], **{**kwargs, "device": "cpu"})
+        if tuple(r.shape) == tuple(out.shape):
+            self._values[out] = r
 
     def _give_up(self, fresh, written) -> None:
         """The op ran on meta only: blank shadows go, and what it wrote has no known value any more."""
@@ -575,6 +589,9 @@ def _makes_values(func, args, kwargs, out) -> bool:
 _CONSTANT_FILLS = {aten.ones, aten.zeros, aten.full, aten.new_ones, aten.new_zeros, aten.new_full, aten.ones_like,
                    aten.zeros_like, aten.full_like, aten.scalar_tensor}
 
+# Of those, the ones that take a tensor only for its shape (and dtype, device), never its values.
+_LIKE_FILLS = {aten.new_ones, aten.new_zeros, aten.new_full, aten.ones_like, aten.zeros_like, aten.full_like}
+
 
 class _TensorFromData(TorchFunctionMode):
     """``torch.tensor(data, device="meta")`` / ``torch.as_tensor``: shadow the result with the data."""
@@ -589,6 +606,8 @@ class _TensorFromData(TorchFunctionMode):
             return self._getitem(func, args, kwargs)
         if func is torch.Tensor.__format__:
             return self._format(func, args, kwargs)
+        if func is torch.Tensor.__setitem__:
+            return func(*self._stacked_index(args), **kwargs)
         if func is not torch.tensor and func is not torch.as_tensor:
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
@@ -612,6 +631,20 @@ class _TensorFromData(TorchFunctionMode):
         if tuple(ref.shape) == tuple(out.shape):
             self.shadows._values[out] = ref
         return out
+
+    def _stacked_index(self, args):
+        """``mask[rows, cols] = False`` with ``rows`` a tuple of shadowed 0-d meta tensors (UDOP's
+        ``rows, cols = zip(*ind)``, modeling_udop.py): Python turns each tuple into an index tensor in C++ that no
+        dispatch mode sees, so the write would drop ``mask``'s shadow. The same index as a ``torch.stack`` of the
+        0-d tensors (equal values, made through the dispatcher, so shadowed) keeps it."""
+        if len(args) < 2 or not isinstance(args[1], tuple) or self.shadows.value(args[0]) is None:
+            return args
+        def one(i):
+            if isinstance(i, (list, tuple)) and i and all(isinstance(t, torch.Tensor) and _is_meta(t) and t.dim() == 0
+                                                           and self.shadows.value(t) is not None for t in i):
+                return torch.stack(list(i))
+            return i
+        return (args[0], tuple(one(i) for i in args[1]), *args[2:])
 
     def _format(self, func, args, kwargs):
         """``f"expert_{idx}"`` of a shadowed 0-d meta tensor: its value, as ``Tensor.__format__`` gives for a real
