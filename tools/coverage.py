@@ -765,7 +765,7 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
 
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image; Mistral 4 and Evolla none
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout in ("query-video", "text-only", "protein") else 1,
-                  image_size=56 if layout in ("grid", "soft", "flattened") else None)
+                  image_size=56 if layout in ("grid", "soft", "flattened", "merge-sizes") else None)
         if processor_size(cfg):  # Florence-2: its processor's size is a setting; 64 px keeps the tiny step small
             kw["image_size"] = 64
         if layout == "soft":  # Gemma 4 resizes a 56-px image up into its patch budget: its soft tokens, then text
@@ -808,6 +808,12 @@ def _video_tokens(cfg, layout) -> int:
             return VIDEO_FRAMES * (soft_tokens(cfg, 56, 56, VIDEO_MAX_SOFT_TOKENS) + 3)
         if layout == "query-video":
             return QUERY_VIDEO_FRAMES * cfg.num_query_tokens
+        if layout == "merge-sizes":  # VideoLLaMA 3: a timestamp and each frame's merged patches
+            from memgraph.model_spec.merge_size_inputs import TIMESTAMP_TOKENS, VIDEO_MERGE, video_grid
+            from memgraph.model_spec.multimodal_inputs import smart_resize
+
+            vh, vw = video_grid(cfg, (56, 56), VIDEO_FRAMES, smart_resize)
+            return VIDEO_FRAMES * (TIMESTAMP_TOKENS + vh * vw // VIDEO_MERGE ** 2)
         if layout == "fixed" and takes_video(cfg):
             vision = vision_of(cfg)
             return video_tokens(cfg, VIDEO_FRAMES, getattr(vision, "num_channels", None) or 3,

@@ -68,6 +68,7 @@ from memgraph.model_spec.patch_row_inputs import patch_grid as fuyu_grid
 from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.text_only_inputs import is_text_only, text_only_inputs
 from memgraph.model_spec.document_inputs import document_inputs, is_document
+from memgraph.model_spec.merge_size_inputs import is_merge_sizes, merge_size_inputs
 from memgraph.model_spec.protein_text_inputs import is_protein_text, protein_text_inputs
 from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
@@ -157,7 +158,7 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if audio is not None and layout != "grid":
         raise MemgraphError(f"--audio-seconds: memgraph lays out audio beside images for Qwen2-VL-style (grid) omni "
                             f"thinkers only, not {getattr(cfg, 'model_type', '?')}: drop --audio-seconds")
-    if layout != "grid":
+    if layout not in ("grid", "merge-sizes"):
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
     if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
@@ -169,6 +170,9 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _query_video(cfg, opts, defaults, dtype)
     elif layout == "document":
         inputs, note = _document(cfg, opts, defaults, dtype)
+        notes = (note,)
+    elif layout == "merge-sizes":
+        inputs, note = merge_size_inputs(cfg, opts, defaults, dtype, _kit(), smart_resize)
         notes = (note,)
     elif layout == "protein":
         b, seq = opts.batch_size, _seq(opts, defaults)
@@ -239,6 +243,8 @@ def layout_of(cfg) -> str | None:
         return "protein"  # Evolla: a protein beside the text (protein_text_inputs.py)
     if vision is None:
         return "text-only" if is_text_only(cfg, model_class_for(cfg)) else None  # Mistral 4 (text_only_inputs.py)
+    if is_merge_sizes(model_class_for(cfg)):
+        return "merge-sizes"  # VideoLLaMA 3: its merge per image / video an input (merge_size_inputs.py)
     if is_flattened_patches(cfg, model_class_for(cfg)):
         return "flattened"  # Pix2Struct: variable-resolution patches in a budget (flattened_patches.py)
     if is_cross_attention(cfg, model_class_for(cfg)):
