@@ -473,6 +473,19 @@ def _head_width(cfg) -> None:
     for sub in (getattr(cfg, "text_config", None),):
         if getattr(sub, "model_type", None) in HIDDEN_IS_HEADS_TIMES_DKV:
             sub.d_kv = sub.hidden_size // sub.num_heads
+    _partial_rope_width(getattr(cfg, "text_config", None))
+
+
+def _partial_rope_width(text) -> None:
+    """dots.3-note's MLA attention rotates ``qk_rope_head_dim`` channels with a rope of ``head_dim *
+    partial_rotary_factor`` (released: 256 * 0.25 = 64 = qk_rope_head_dim, configuration_dots3_note.py); the shrink
+    leaves 16 * 0.25 = 4 against 8, so the tiny head_dim is qk_rope_head_dim / factor again."""
+    rope = getattr(text, "rope_parameters", None)
+    if not isinstance(rope, dict) or not isinstance(getattr(text, "qk_rope_head_dim", None), int):
+        return
+    factors = {p.get("partial_rotary_factor") for p in rope.values() if isinstance(p, dict)}
+    if len(factors) == 1 and isinstance(f := factors.pop(), float) and 0 < f < 1:
+        text.head_dim = int(text.qk_rope_head_dim / f)
 
 
 def tiny_config(model_type: str, with_vision: bool = False):
@@ -517,7 +530,8 @@ def _projector_widths(cfg) -> None:
     - Kimi K2.5 ``projection_hidden_size`` (1152, the vision width): its projector's ``pre_norm`` is a
       ``LayerNorm(projection_hidden_size)`` over the vision tower's output (modeling_kimi_k25.py
       ``Kimi_K25MultimodalProjection``);
-    - PP-FormulaNet ``vision_config.decoder_hidden_size``: the text decoder's width."""
+    - PP-FormulaNet ``vision_config.decoder_hidden_size``: the text decoder's width;
+    - dots.3-note ``vision_config.adapter_in_dim`` / ``adapter_out_dim`` (and the audio adapter's): vision / text."""
     vision, text = getattr(cfg, "vision_config", None), getattr(cfg, "text_config", None)
     if vision is None:
         return
@@ -555,6 +569,14 @@ def _projector_widths(cfg) -> None:
         vision.projector_input_dim = vision.projector_output_dim = vision.vision_output_dim = vision.hidden_size
     if isinstance(getattr(cfg, "projection_hidden_size", None), int):
         cfg.projection_hidden_size = vision.hidden_size
+    if isinstance(getattr(vision, "adapter_in_dim", None), int) and text is not None:
+        # dots.3-note: the vision merger reads the tower's width and writes the text width, and the audio adapter
+        # too (configuration_dots3_note.py validate_architecture: "adapter_in_dim must match hidden_size",
+        # "vision_config.adapter_out_dim" / "audio_config.adapter_out_dim" against text_config.hidden_size)
+        vision.adapter_in_dim, vision.adapter_out_dim = vision.hidden_size, text.hidden_size
+        audio = getattr(cfg, "audio_config", None)
+        if isinstance(getattr(audio, "adapter_out_dim", None), int):  # and its input, the audio encoder's width
+            audio.adapter_input_size, audio.adapter_out_dim = audio.hidden_size, text.hidden_size
 
 
 def _encoder_pooling(cfg) -> None:

@@ -6,7 +6,7 @@ patches, ``image_grid_thw`` ``[1, H/p, W/p]`` per image, ``grid_h * grid_w / mer
 text, as each processor counts them: e.g. processing_kimi_k25.py ``image_grid_thw[i].prod() // merge_length``)
 but name the sizes differently or take no temporal patch (transformers 5.23):
 
-- Cosmos3-Edge, ERNIE 4.5-VL, Inkling 2: ``spatial_merge_size`` without ``temporal_patch_size`` (their image
+- Cosmos3-Edge, ERNIE 4.5-VL, Inkling 2, dots.3-note: ``spatial_merge_size`` without ``temporal_patch_size`` (their image
   processors' ``temporal_patch_size = 1``, image_processing_cosmos3_edge.py, image_processing_ernie4_5_vl_moe.py);
 - Muse Glimmer / Muse Spark: ``merge_size`` and ``patch_temporal``;
 - Kimi K2.5: ``merge_kernel_size`` ``[2, 2]``, and its patch embedding a ``Conv2d`` that reads each row as
@@ -52,12 +52,28 @@ def is_patch_grid(cfg, cls) -> bool:
     """A patch-grid model: a vision config with an integer ``patch_size`` and a merge size, and a
     ``get_image_features`` that takes ``image_grid_thw``."""
     vision = getattr(cfg, "vision_config", None)
-    if vision is None or cls is None or not hasattr(cls, "get_image_features"):
+    features = _image_features(cfg, cls)
+    if vision is None or features is None:
         return False
     patch = getattr(vision, "patch_size", None)
     patch = patch[0] if isinstance(patch, (list, tuple)) and patch else patch
     return (isinstance(patch, int) and merge_of(vision) is not None
-            and "image_grid_thw" in inspect.signature(cls.get_image_features).parameters)
+            and "image_grid_thw" in inspect.signature(features).parameters)
+
+
+def _image_features(cfg, cls):
+    """``get_image_features`` of the head class, else of its base model (dots.3-note: only
+    ``Dots3NoteModel`` defines it, modeling_dots3_note.py), else None."""
+    if cls is None:
+        return None
+    if hasattr(cls, "get_image_features"):
+        return cls.get_image_features
+    from transformers.models.auto import modeling_auto
+
+    from memgraph.model_spec.auto_classes import auto_class
+
+    base = auto_class(cfg, modeling_auto.MODEL_MAPPING_NAMES)
+    return getattr(base, "get_image_features", None)
 
 
 # HunYuanProcessor.cat_extra_token (processing_hunyuan_vl.py, transformers 5.23: default True): two extra tokens
