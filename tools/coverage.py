@@ -787,7 +787,7 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
 
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image; Mistral 4 and Evolla none
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout in ("query-video", "text-only", "protein") else 1,
-                  image_size=56 if layout in ("grid", "soft", "flattened", "merge-sizes") else None)
+                  image_size=56 if layout in ("grid", "soft", "flattened", "merge-sizes", "patch-tokens") else None)
         if processor_size(cfg):  # Florence-2: its processor's size is a setting; 64 px keeps the tiny step small
             kw["image_size"] = 64
         if layout == "soft":  # Gemma 4 resizes a 56-px image up into its patch budget: its soft tokens, then text

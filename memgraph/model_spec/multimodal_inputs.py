@@ -69,6 +69,7 @@ from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.text_only_inputs import is_text_only, text_only_inputs
 from memgraph.model_spec.document_inputs import document_inputs, is_document
 from memgraph.model_spec.merge_size_inputs import is_merge_sizes, merge_size_inputs
+from memgraph.model_spec.patch_token_inputs import is_patch_tokens, patch_token_inputs
 from memgraph.model_spec.protein_text_inputs import is_protein_text, protein_text_inputs
 from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
@@ -161,7 +162,7 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout not in ("grid", "merge-sizes"):
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
-    if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
+    if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "patch-tokens", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
             and not (layout == "fixed" and takes_video(cfg)):
         raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
                             "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
@@ -170,6 +171,9 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _query_video(cfg, opts, defaults, dtype)
     elif layout == "document":
         inputs, note = _document(cfg, opts, defaults, dtype)
+        notes = (note,)
+    elif layout == "patch-tokens":
+        inputs, note = patch_token_inputs(cfg, opts, defaults, dtype, _kit())
         notes = (note,)
     elif layout == "merge-sizes":
         inputs, note = merge_size_inputs(cfg, opts, defaults, dtype, _kit(), smart_resize)
@@ -255,6 +259,8 @@ def layout_of(cfg) -> str | None:
     if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
             and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"
+    if is_patch_tokens(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
+        return "patch-tokens"  # Inkling: one token per raw patch (patch_token_inputs.py)
     if is_soft_token_patches(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
         return "soft"  # Gemma 4: patches in a fixed budget, pooled (soft_token_patches.py)
     if is_patch_grid(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
