@@ -280,3 +280,17 @@ def test_cpu_peak_without_probing_stays_close(monkeypatch):
     measured = max(i["peak_allocated"] for i in measure(path, device="cpu", target="cpu", **kw)["iterations"][1:])
     # 3%: without probing, oneDNN's buffers come from mkldnn_estimate, which leaves out the scratchpads
     assert abs(predicted - measured) <= 0.03 * measured, (predicted, measured)
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+def test_mse_loss_matches_the_profiler(reduction):
+    # PI0's flow-matching loss, F.mse_loss(target [2, 50, 32], prediction): reduced, the elementwise loss is a
+    # buffer of 2 * 50 * 32 * 4 = 12,800 B freed before the op returns; unreduced, it is the output (no buffer)
+    x, y = torch.randn(2, 50, 32), torch.randn(2, 50, 32)
+    # with the mean (1) the profiler also sees the 12 B that aten.mean alone allocates (0-d partials, which the
+    # registry leaves out for every reduction, defaults.py)
+    rule, probed, out = _rule_vs_profiler(A.mse_loss.default, (x, y, reduction))
+    assert rule == (0 if reduction == 0 else 2 * 50 * 32 * 4)
+    assert probed - rule == (12 if reduction == 1 else 0)
+    rule, probed, _ = _rule_vs_profiler(A.mse_loss_backward.default, (torch.ones_like(out), x, y, reduction))
+    assert rule == probed == 0

@@ -70,6 +70,7 @@ from memgraph.model_spec.text_only_inputs import is_text_only, text_only_inputs
 from memgraph.model_spec.document_inputs import document_inputs, is_document
 from memgraph.model_spec.merge_size_inputs import is_merge_sizes, merge_size_inputs
 from memgraph.model_spec.patch_token_inputs import is_patch_tokens, patch_token_inputs
+from memgraph.model_spec.robot_policy_inputs import is_policy, policy_inputs
 from memgraph.model_spec.protein_text_inputs import is_protein_text, protein_text_inputs
 from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
@@ -162,7 +163,7 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout not in ("grid", "merge-sizes"):
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
-    if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "patch-tokens", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
+    if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "patch-tokens", "policy", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
             and not (layout == "fixed" and takes_video(cfg)):
         raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
                             "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
@@ -171,6 +172,9 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _query_video(cfg, opts, defaults, dtype)
     elif layout == "document":
         inputs, note = _document(cfg, opts, defaults, dtype)
+        notes = (note,)
+    elif layout == "policy":
+        inputs, note = policy_inputs(cfg, opts, defaults, dtype, _kit())
         notes = (note,)
     elif layout == "patch-tokens":
         inputs, note = patch_token_inputs(cfg, opts, defaults, dtype, _kit())
@@ -243,6 +247,8 @@ def layout_of(cfg) -> str | None:
     vision = vision_of(cfg)
     if vision is None and is_document(cfg, model_class_for(cfg)):
         return "document"  # UDOP: tokens with word boxes and the page image (document_inputs.py)
+    if vision is None and is_policy(cfg, model_class_for(cfg)):
+        return "policy"  # PI0: cameras, prompt, robot state and actions (robot_policy_inputs.py)
     if vision is None and is_protein_text(cfg, model_class_for(cfg)):
         return "protein"  # Evolla: a protein beside the text (protein_text_inputs.py)
     if vision is None:

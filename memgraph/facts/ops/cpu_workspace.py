@@ -150,6 +150,18 @@ def gelu_backward(args: tuple, kwargs: dict, out) -> list[int]:
     return [size * (2 if strided_out else 1)]
 
 
+def mse_loss(args: tuple, kwargs: dict, out) -> list[int]:
+    """``mse_loss`` (aten/src/ATen/native/Loss.cpp, torch 2.13): the elementwise loss goes into a new tensor of the
+    broadcast shape (``TensorIterator::borrowing_binary_op(loss, input, target)``), which ``apply_loss_reduction``
+    then means or sums into the output; without a reduction (0) that tensor is the output. ``mse_loss_backward``
+    writes into its output only. Measured: [2, 50, 32] fp32, mean -> 12,800 B."""
+    x, target = args[0], args[1]
+    reduction = kwargs.get("reduction", args[2] if len(args) > 2 else 1)
+    if reduction == 0:
+        return []
+    return [torch.broadcast_shapes(x.shape, target.shape).numel() * x.element_size()]
+
+
 # --------------------------------------------------------------------------------------------
 # sort and histc: the routing ops of mixture-of-experts blocks (transformers/integrations/moe.py)
 # --------------------------------------------------------------------------------------------

@@ -165,6 +165,12 @@ register(
     "loss", "aten.nll_loss_forward", "aten.nll_loss_backward",
     note="loss + total_weight; backward: a gradient of the log-probabilities' shape",
 )
+register(
+    "loss", "aten.mse_loss",
+    note="the reduced loss; CPU: the elementwise loss first, freed after the reduction (PI0's flow-matching loss)",
+    workspace={"cpu": cpu.mse_loss},
+)
+register("loss", "aten.mse_loss_backward", note="a gradient of the input's shape, written in place of its output")
 
 # -- embedding ------------------------------------------------------------------------------------
 register("embedding", "aten.embedding", note="rows of the table: one output")
