@@ -162,3 +162,23 @@ def test_floats_without_the_fact_still_fail_the_padding_test():
         with pytest.raises(NotImplementedError):
             pixels[real]  # boolean index without values: the meta kernel's nonzero error, as before
     assert sv.assumption_notes() == []
+
+
+def test_like_fills_and_tuple_index_writes_keep_values():
+    # UDOP's patch mask (modeling_udop.py combine_image_text_embeddings): full_like of a float activation, .bool(),
+    # then mask[rows, cols] = False with rows/cols tuples of 0-d tensors from zip(*ind); the kept patches per sample
+    # are 16 - (distinct patches hit): boxes centred on patches 3 and 3 (sample 0) and 5 and 9 (sample 1)
+    from memgraph.trace.shadow_values import ShadowValues
+
+    shadows = ShadowValues()
+    emb = torch.empty(2, 16, 8, device="meta")
+    hits = torch.empty(2, 2, dtype=torch.int64, device="meta")
+    with shadows:
+        shadows.attach(hits, torch.tensor([[3, 3], [5, 9]]))
+        mask = torch.full_like(emb[:, :, 0], True).bool()
+        assert shadows.value(mask) is not None and shadows.value(mask).all()
+        ind = torch.stack([torch.arange(2)[:, None].repeat(1, 2).to(hits), hits], dim=-1).flatten(0, 1)
+        rows, cols = zip(*ind)
+        mask[rows, cols] = False
+        kept = [emb[i][mask[i]] for i in range(2)]
+    assert [k.shape[0] for k in kept] == [16 - 1, 16 - 2]
