@@ -85,3 +85,19 @@ def test_trace_stores_modalities():
     assert t.modalities["model.multi_modal_projector"] == "projector"
     modules = {o.module for o in t.log.ops}
     assert {modality_of(p, t.modalities) for p in modules} >= {"vision encoder", "projector", "language model"}
+
+
+def test_a_tower_as_wide_as_the_decoder_has_no_projector_inside():
+    # Pix2Struct: vision encoder and text decoder both 768 wide (Pix2StructConfig defaults, pix2struct-base), so the
+    # encoder's embeddings (its input embeddings) and its encoder stack (a module with a config of its own) end at
+    # the decoder's width; neither is a projector, and the model has none
+    import transformers
+
+    cfg = transformers.Pix2StructConfig()
+    cfg.vision_config.num_hidden_layers = cfg.text_config.num_layers = 1
+    assert cfg.vision_config.hidden_size == cfg.text_config.hidden_size == 768
+    with torch.device("meta"):
+        m = module_modalities(transformers.Pix2StructForConditionalGeneration(cfg))
+    assert m["encoder"] == m["encoder.embeddings"] == m["encoder.encoder"] == "vision encoder"
+    assert m["decoder"] == m["decoder.lm_head"] == "language model"
+    assert "projector" not in set(m.values())

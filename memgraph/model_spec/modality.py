@@ -47,7 +47,9 @@ The rule, in order:
    whose output width (the ``out_features`` of its last ``nn.Linear``) is the language model's
    hidden size is the projector: it maps the tower's features into the language model, wherever
    the model file put it (Qwen2-VL's ``visual.merger`` sits inside the vision tower; LLaVA's
-   ``multi_modal_projector`` sits outside it and is found by rule 4).
+   ``multi_modal_projector`` sits outside it and is found by rule 4). The tower's own parts are not
+   projectors: a child holding its input embeddings or carrying a config of its own (its encoder stack), which
+   end at the language model's width when the tower is as wide (Pix2Struct's 768-wide encoder and decoder).
 
 No model is named anywhere: the groups follow from configs, the transformers accessors and,
 for heads outside the towers of contrastive models, from the words in their names.
@@ -224,11 +226,27 @@ def _projectors_inside_towers(model, config, towers: list[tuple[str, str]]) -> l
     for path, label in towers:
         if label in (LANGUAGE_MODEL, TEXT_DECODER, TEXT_ENCODER):
             continue
-        for child_name, child in modules[path].named_children():
+        tower = modules[path]
+        for child_name, child in tower.named_children():
+            if _tower_part(tower, child):
+                continue
             linears = [m for m in child.modules() if isinstance(m, torch.nn.Linear)]
             if linears and linears[-1].out_features == width and not isinstance(child, torch.nn.ModuleList):
                 found.append(f"{path}.{child_name}" if path else child_name)
     return found
+
+
+def _tower_part(tower: torch.nn.Module, child: torch.nn.Module) -> bool:
+    """A child that is the tower's own stack, not a projector after it: it holds the tower's input embeddings
+    (``get_input_embeddings()``) or carries a config of its own (the tower's encoder). Pix2Struct's vision tower is
+    as wide as its decoder (768), so its ``embeddings`` and ``encoder`` end at the language model's width too."""
+    try:
+        embeddings = tower.get_input_embeddings() if hasattr(tower, "get_input_embeddings") else None
+    except (NotImplementedError, AttributeError):
+        embeddings = None
+    if embeddings is not None and any(m is embeddings for m in child.modules()):
+        return True
+    return getattr(child, "config", None) is not None and hasattr(child.config, "to_dict")
 
 
 def _is_ancestor(a: str, b: str) -> bool:
