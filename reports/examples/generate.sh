@@ -21,6 +21,16 @@ run qwen2-vl-2b-448x672-bf16-mixed-sdpa-h100 qwen2-vl-2b --batch-size 4 --seq-le
 run qwen2-vl-2b-video16-448-b2-s4096-bf16-mixed-h100 qwen2-vl-2b --batch-size 2 --seq-len 4096 --image-size 448 --video-frames 16 --precision bf16-mixed --gpu h100-80gb
 # an audio-language model: 30 s clips are 750 audio tokens each; the audio row
 run qwen2-audio-7b-30s-b2-s1024-bf16-mixed-h100 qwen2-audio-7b --batch-size 2 --seq-len 1024 --audio-seconds 30 --precision bf16-mixed --gpu h100-80gb
+# one report per multimodal family (per-modality table), each model built from its transformers config class's
+# defaults (configs/*.json; no released checkpoint's config is stored here), about 15-35 s each on 2 cores
+# any-resolution: LLaVA-NeXT, a 336x672 image is 2 tiles of 336 px plus the whole image
+run llava-next-defaults-336x672-b4-s2048-bf16-mixed-h100 configs/llava-next-defaults.json --batch-size 4 --seq-len 2048 --image-size 336x672 --precision bf16-mixed --gpu h100-80gb
+# cross-attention: Mllama (Llama 3.2 Vision), an 896-px image on 2x2 tiles of 448 px, the text cross-attends to them
+run mllama-defaults-896-b1-s512-bf16-mixed-h100 configs/mllama-defaults.json --batch-size 1 --seq-len 512 --image-size 896 --precision bf16-mixed --gpu h100-80gb
+# Q-Former: InstructBLIP (ViT-g, a 32-query Q-Former, a Llama-7B-shaped language model); the qformer row
+run instructblip-defaults-b4-s512-bf16-mixed-h100 configs/instructblip-defaults.json --batch-size 4 --seq-len 512 --precision bf16-mixed --gpu h100-80gb
+# OCR / document: Pix2Struct, a 1024x768 page as up to 2,048 flattened patches; no projector
+run pix2struct-defaults-1024x768-b4-s128-bf16-mixed-h100 configs/pix2struct-defaults.json --batch-size 4 --seq-len 128 --image-size 1024x768 --precision bf16-mixed --gpu h100-80gb
 # a 24 GB card: does not fit; the HTML report's screenshot (headless Chromium, 1400 px wide)
 run llama-2-7b-bf16-mixed-b1-s4096-rtx-4090 llama-2-7b --batch-size 1 --seq-len 4096 --precision bf16-mixed --gpu rtx-4090
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,2400 \
