@@ -129,3 +129,19 @@ def test_dots3_note_is_a_patch_grid_with_conv2d_rows():
     assert b["pixel_values"].shape == (16, 3, 14, 14)
     assert b["image_grid_thw"].value().tolist() == [[1, 4, 4]]
     assert (b["input_ids"].value() == spec.config.image_token_id).sum() == 4
+
+
+def test_nemotron_h_omni_patch_budget_grid_and_video_tubelets():
+    spec, _, b = _batch("image-text-to-text", "nemotron_h_omni", "NemotronH_Omni_Reasoning_V3")
+    assert layout_of(spec.config) == "patch-budget"
+    # 56 px in the tiny tower's 8-px patches: round(56 / 8 + 0.5) = round(7.5) = 8 -> 8 x 8 = 64 patches, under the
+    # 13,312 budget; below min_num_patches 1024: x sqrt(1024 / 64) = 4 -> 32 x 32, already multiples of the merge 2;
+    # 32 * 32 / 2^2 = 256 tokens, patches of 3 * 8 * 8 = 192 values
+    assert b["image_grid_hw"].value().tolist() == [[32, 32]]
+    assert b["pixel_values"].shape == (1024, 192)
+    assert (b["input_ids"].value() == spec.config.image_token_id).sum() == 256
+    spec, _, b = _batch("video-text-to-text", "nemotron_h_omni", "NemotronH_Omni_Reasoning_V3")
+    # frames at round(sqrt(1024)) = 32 x 32 patches (256 x 256 px), 4 frames -> 2 tubelets of 256 tokens, written
+    # with the image token
+    assert b["pixel_values_videos"].shape == (4, 3, 256, 256)
+    assert (b["input_ids"].value() == spec.config.image_token_id).sum() == 2 * 256

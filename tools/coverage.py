@@ -501,6 +501,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
         cfg.vision_config = vision_class()
     _query_image_token(cfg)
     _voxtral_audio_token(cfg)
+    _radio_tokens(cfg)
     _omni_vision_tokens(cfg)
     _shrink(cfg)
     _per_layer_type_rope(cfg)
@@ -509,6 +510,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _audio_output_width(cfg)
     _cross_attention_width(cfg)
     _projector_widths(cfg)
+    _radio_patch_widths(cfg)
     _encoder_pooling(cfg)
     _diarization_width(cfg)
     _moonshine_streaming_kv_heads(cfg)
@@ -712,6 +714,27 @@ def _audio_output_width(cfg) -> None:
         audio.out_hidden_size = text.hidden_size
 
 
+def _radio_tokens(cfg) -> None:
+    """Nemotron-H Omni's config class leaves its image / video token ids None (the released config names them): ids
+    past any vocabulary here, mapped to unused tiny ids by :func:`_remap_tokens`."""
+    if getattr(getattr(cfg, "vision_config", None), "model_type", None) == "radio":
+        for key, value in (("image_token_id", 2 ** 30), ("video_token_id", 2 ** 30 + 1)):
+            if getattr(cfg, key, 0) is None:
+                setattr(cfg, key, value)
+
+
+def _radio_patch_widths(cfg) -> None:
+    """Nemotron-H Omni's RADIO tower reads patches of ``patch_dim`` = C * p * p values (768 for 16-px patches) and
+    video tubelets of ``video_patch_dim`` = 2 * C * p * p (configuration_radio.py), which the shrunk patch size
+    changes; ``vision_hidden_size`` (the projector's input, 1280) is the shrunk tower's width."""
+    vision = getattr(cfg, "vision_config", None)
+    if getattr(vision, "model_type", None) != "radio":
+        return
+    c, p = vision.num_channels, vision.patch_size
+    vision.patch_dim, vision.video_patch_dim = c * p * p, vision.video_temporal_patch_size * c * p * p
+    cfg.vision_hidden_size = vision.hidden_size
+
+
 def _query_image_token(cfg) -> None:
     """Q-Former models (BLIP-2, InstructBLIP: ``num_query_tokens``) scatter their query outputs into the text at an
     ``<image>`` token that their processor adds to the tokenizer (``num_query_tokens`` of them per image); the
@@ -787,13 +810,18 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
 
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image; Mistral 4 and Evolla none
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout in ("query-video", "text-only", "protein") else 1,
-                  image_size=56 if layout in ("grid", "soft", "flattened", "merge-sizes", "patch-tokens") else None)
+                  image_size=56 if layout in ("grid", "soft", "flattened", "merge-sizes", "patch-tokens", "patch-budget") else None)
         if processor_size(cfg):  # Florence-2: its processor's size is a setting; 64 px keeps the tiny step small
             kw["image_size"] = 64
         if layout == "soft":  # Gemma 4 resizes a 56-px image up into its patch budget: its soft tokens, then text
             from memgraph.model_spec.soft_token_patches import soft_tokens
 
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + soft_tokens(cfg, 56, 56)
+        if layout == "patch-budget":  # Nemotron-H Omni scales a 56-px image up to min_num_patches (1024): 256 tokens
+            from memgraph.model_spec.patch_budget_inputs import TAG_TOKENS, image_grid
+
+            gh, gw = image_grid(cfg, 56, 56)
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + gh * gw // 4 + TAG_TOKENS
         if layout in ("prefix", "flattened") and isinstance(getattr(cfg, "latent_query_num", None), int):  # Kosmos-2(.5)
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + cfg.latent_query_num
         if layout == "query-video":  # 4 frames x num_query_tokens video tokens, then the usual text
@@ -830,6 +858,12 @@ def _video_tokens(cfg, layout) -> int:
             return VIDEO_FRAMES * (soft_tokens(cfg, 56, 56, VIDEO_MAX_SOFT_TOKENS) + 3)
         if layout == "query-video":
             return QUERY_VIDEO_FRAMES * cfg.num_query_tokens
+        if layout == "patch-budget":  # Nemotron-H Omni: tubelets of 2 frames, <img> and </img> around each
+            from memgraph.model_spec.patch_budget_inputs import TAG_TOKENS, frame_grid
+
+            ph, pw = frame_grid(cfg, 56, 56)
+            tubelets = -(-VIDEO_FRAMES // cfg.video_temporal_patch_size)
+            return tubelets * (ph * pw // 4 + TAG_TOKENS)
         if layout == "merge-sizes":  # VideoLLaMA 3: a timestamp and each frame's merged patches
             from memgraph.model_spec.merge_size_inputs import TIMESTAMP_TOKENS, VIDEO_MERGE, video_grid
             from memgraph.model_spec.multimodal_inputs import smart_resize

@@ -69,6 +69,7 @@ from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.text_only_inputs import is_text_only, text_only_inputs
 from memgraph.model_spec.document_inputs import document_inputs, is_document
 from memgraph.model_spec.merge_size_inputs import is_merge_sizes, merge_size_inputs
+from memgraph.model_spec.patch_budget_inputs import is_patch_budget, patch_budget_inputs
 from memgraph.model_spec.patch_token_inputs import is_patch_tokens, patch_token_inputs
 from memgraph.model_spec.robot_policy_inputs import is_policy, policy_inputs
 from memgraph.model_spec.protein_text_inputs import is_protein_text, protein_text_inputs
@@ -160,7 +161,7 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if audio is not None and layout != "grid":
         raise MemgraphError(f"--audio-seconds: memgraph lays out audio beside images for Qwen2-VL-style (grid) omni "
                             f"thinkers only, not {getattr(cfg, 'model_type', '?')}: drop --audio-seconds")
-    if layout not in ("grid", "merge-sizes"):
+    if layout not in ("grid", "merge-sizes"):  # (patch-budget: its budget is in patches, not pixels)
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
     if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "patch-tokens", "policy", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
@@ -172,6 +173,9 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _query_video(cfg, opts, defaults, dtype)
     elif layout == "document":
         inputs, note = _document(cfg, opts, defaults, dtype)
+        notes = (note,)
+    elif layout == "patch-budget":
+        inputs, note = patch_budget_inputs(cfg, opts, defaults, dtype, _kit())
         notes = (note,)
     elif layout == "policy":
         inputs, note = policy_inputs(cfg, opts, defaults, dtype, _kit())
@@ -265,6 +269,8 @@ def layout_of(cfg) -> str | None:
     if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
             and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"
+    if is_patch_budget(model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
+        return "patch-budget"  # Nemotron-H Omni: a grid in a patch budget, pixel-shuffled (patch_budget_inputs.py)
     if is_patch_tokens(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
         return "patch-tokens"  # Inkling: one token per raw patch (patch_token_inputs.py)
     if is_soft_token_patches(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
