@@ -145,3 +145,15 @@ def test_nemotron_h_omni_patch_budget_grid_and_video_tubelets():
     # with the image token
     assert b["pixel_values_videos"].shape == (4, 3, 256, 256)
     assert (b["input_ids"].value() == spec.config.image_token_id).sum() == 2 * 256
+
+
+def test_deepseek_ocr2_global_view_tokens_from_the_model():
+    spec, batch, b = _batch("image-text-to-text", "deepseek_ocr2", "DeepseekOcr2ForConditionalGeneration")
+    assert layout_of(spec.config) == "global-view"
+    # the tiny SAM tower: 32 px / 8-px patches = 4 x 4, halved twice by its neck -> 1 patch <= 144: the 144 queries of
+    # the 768-px view, plus the view separator = 145 image tokens; the global view at the SAM's 32 px
+    assert b["pixel_values"].shape == (1, 3, 32, 32)
+    assert (b["input_ids"].value() == spec.config.image_token_id).sum() == 144 + 1
+    assert "global view only" in batch.notes[0]
+    with pytest.raises(MemgraphError, match="--image-size 768 or less"):
+        _batch("image-text-to-text", "deepseek_ocr2", "DeepseekOcr2ForConditionalGeneration", image_size=1024)

@@ -511,6 +511,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _cross_attention_width(cfg)
     _projector_widths(cfg)
     _radio_patch_widths(cfg)
+    _dense_then_sparse(cfg)
     _encoder_pooling(cfg)
     _diarization_width(cfg)
     _moonshine_streaming_kv_heads(cfg)
@@ -714,6 +715,23 @@ def _audio_output_width(cfg) -> None:
         audio.out_hidden_size = text.hidden_size
 
 
+def _dense_then_sparse(cfg) -> None:
+    """DeepSeek-OCR 2's text config class leaves ``mlp_layer_types`` None (a model built from the defaults fails on
+    ``config.mlp_layer_types[layer_idx]``; released configs list them); the tiny config takes one dense layer, then
+    sparse ones, so both MLP kinds run, with 2 experts a token (``num_experts_per_tok``, None too). Its SAM neck's widths (``output_channels`` 256, ``downsample_channels``
+    [512, 896], the last the Qwen2 encoder's width, modeling_deepseek_ocr2.py) shrink to the tiny widths."""
+    text = getattr(cfg, "text_config", None)
+    if hasattr(text, "mlp_layer_types") and text.mlp_layer_types is None and isinstance(text.num_hidden_layers, int):
+        text.mlp_layer_types = ["dense"] + ["sparse"] * (text.num_hidden_layers - 1)
+        if getattr(text, "num_experts_per_tok", 0) is None:  # also None by default: 2 of the tiny routed experts
+            text.num_experts_per_tok = 2
+    vision = getattr(cfg, "vision_config", None)
+    sam, encoder = getattr(vision, "sam_config", None), getattr(vision, "encoder_config", None)
+    if isinstance(getattr(sam, "downsample_channels", None), list) and encoder is not None:
+        sam.output_channels = sam.hidden_size
+        sam.downsample_channels = [sam.hidden_size, encoder.hidden_size]
+
+
 def _radio_tokens(cfg) -> None:
     """Nemotron-H Omni's config class leaves its image / video token ids None (the released config names them): ids
     past any vocabulary here, mapped to unused tiny ids by :func:`_remap_tokens`."""
@@ -817,6 +835,11 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
             from memgraph.model_spec.soft_token_patches import soft_tokens
 
             kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + soft_tokens(cfg, 56, 56)
+        if layout == "global-view":  # DeepSeek-OCR 2: its 144 queries and the view separator, then the text
+            from memgraph.model_spec.image_tokens import image_tokens_per_image
+
+            s = cfg.vision_config.sam_config.image_size
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + image_tokens_per_image(cfg, 3, s, s).tokens
         if layout == "patch-budget":  # Nemotron-H Omni scales a 56-px image up to min_num_patches (1024): 256 tokens
             from memgraph.model_spec.patch_budget_inputs import TAG_TOKENS, image_grid
 

@@ -69,6 +69,7 @@ from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.text_only_inputs import is_text_only, text_only_inputs
 from memgraph.model_spec.document_inputs import document_inputs, is_document
 from memgraph.model_spec.merge_size_inputs import is_merge_sizes, merge_size_inputs
+from memgraph.model_spec.global_view_inputs import global_view_inputs, is_global_view
 from memgraph.model_spec.patch_budget_inputs import is_patch_budget, patch_budget_inputs
 from memgraph.model_spec.patch_token_inputs import is_patch_tokens, patch_token_inputs
 from memgraph.model_spec.robot_policy_inputs import is_policy, policy_inputs
@@ -164,7 +165,7 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if layout not in ("grid", "merge-sizes"):  # (patch-budget: its budget is in patches, not pixels)
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
-    if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "patch-tokens", "policy", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
+    if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "patch-tokens", "policy", "global-view", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
             and not (layout == "fixed" and takes_video(cfg)):
         raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
                             "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
@@ -173,6 +174,9 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = _query_video(cfg, opts, defaults, dtype)
     elif layout == "document":
         inputs, note = _document(cfg, opts, defaults, dtype)
+        notes = (note,)
+    elif layout == "global-view":
+        inputs, note = global_view_inputs(cfg, opts, defaults, dtype, _kit())
         notes = (note,)
     elif layout == "patch-budget":
         inputs, note = patch_budget_inputs(cfg, opts, defaults, dtype, _kit())
@@ -269,6 +273,8 @@ def layout_of(cfg) -> str | None:
     if hasattr(vision, "spatial_merge_size") and hasattr(vision, "temporal_patch_size") \
             and isinstance(_token(cfg, "image_token_id", "image_token_index"), int):
         return "grid"
+    if is_global_view(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
+        return "global-view"  # DeepSeek-OCR 2: the page's global view (global_view_inputs.py)
     if is_patch_budget(model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
         return "patch-budget"  # Nemotron-H Omni: a grid in a patch budget, pixel-shuffled (patch_budget_inputs.py)
     if is_patch_tokens(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
