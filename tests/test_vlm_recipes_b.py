@@ -157,3 +157,14 @@ def test_deepseek_ocr2_global_view_tokens_from_the_model():
     assert "global view only" in batch.notes[0]
     with pytest.raises(MemgraphError, match="--image-size 768 or less"):
         _batch("image-text-to-text", "deepseek_ocr2", "DeepseekOcr2ForConditionalGeneration", image_size=1024)
+
+
+def test_unlimited_ocr_global_view_rows_end_in_a_newline():
+    spec, _, b = _batch("image-text-to-text", "unlimited_ocr", "UnlimitedOcrForConditionalGeneration")
+    assert layout_of(spec.config) == "global-view"
+    # processing_unlimited_ocr.py: q * (q + 1) + 1 tokens for q queries a side (a newline after each row, the view
+    # separator); the tiny tower: 32 px / 8-px patches / the neck's 4 = q = 1 -> 1 * 2 + 1 = 3
+    assert b["pixel_values"].shape == (1, 3, 32, 32)
+    assert (b["input_ids"].value() == spec.config.image_token_id).sum() == 1 * (1 + 1) + 1
+    with pytest.raises(MemgraphError, match="--image-size 640 or less"):
+        _batch("image-text-to-text", "unlimited_ocr", "UnlimitedOcrForConditionalGeneration", image_size=800)

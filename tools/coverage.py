@@ -718,7 +718,8 @@ def _audio_output_width(cfg) -> None:
 def _dense_then_sparse(cfg) -> None:
     """DeepSeek-OCR 2's text config class leaves ``mlp_layer_types`` None (a model built from the defaults fails on
     ``config.mlp_layer_types[layer_idx]``; released configs list them); the tiny config takes one dense layer, then
-    sparse ones, so both MLP kinds run, with 2 experts a token (``num_experts_per_tok``, None too). Its SAM neck's widths (``output_channels`` 256, ``downsample_channels``
+    sparse ones, so both MLP kinds run, with 2 experts a token (``num_experts_per_tok``, None too). Its (and
+    Unlimited OCR's) SAM neck's widths (``output_channels`` 256, ``downsample_channels``
     [512, 896], the last the Qwen2 encoder's width, modeling_deepseek_ocr2.py) shrink to the tiny widths."""
     text = getattr(cfg, "text_config", None)
     if hasattr(text, "mlp_layer_types") and text.mlp_layer_types is None and isinstance(text.num_hidden_layers, int):
@@ -727,7 +728,7 @@ def _dense_then_sparse(cfg) -> None:
             text.num_experts_per_tok = 2
     vision = getattr(cfg, "vision_config", None)
     sam, encoder = getattr(vision, "sam_config", None), getattr(vision, "encoder_config", None)
-    if isinstance(getattr(sam, "downsample_channels", None), list) and encoder is not None:
+    if isinstance(getattr(sam, "downsample_channels", None), (list, tuple)) and encoder is not None:
         sam.output_channels = sam.hidden_size
         sam.downsample_channels = [sam.hidden_size, encoder.hidden_size]
 

@@ -1,5 +1,6 @@
-"""Inputs of DeepSeek-OCR 2 (transformers 5.23 modeling_deepseek_ocr2.py): a global view of the page, and local tiles
-for large pages.
+"""Inputs of DeepSeek-OCR 2 (transformers 5.23 modeling_deepseek_ocr2.py) and Unlimited OCR (modeling_unlimited_ocr.py,
+the same views, a newline token after each row of query features): a global view of the page, and local tiles for
+large pages.
 
 Layout ``"global-view"`` (multimodal_inputs.py ``layout_of``): a class whose ``forward`` takes ``pixel_values_local``
 and ``num_local_patches`` and a vision config with a SAM tower (``sam_config``). Its image processor
@@ -26,7 +27,10 @@ from memgraph.errors import MemgraphError
 from memgraph.model_spec.image_tokens import image_tokens_per_image
 from memgraph.model_spec.inputs import IGNORE_INDEX, InputSpec
 
-TILE_SIZE = 768  # DeepseekOcr2ImageProcessor.tile_size (class default, transformers 5.23)
+# the image processors' tile_size (class defaults, transformers 5.23): DeepseekOcr2ImageProcessor 768,
+# UnlimitedOcrImageProcessor 640 (image_processing_unlimited_ocr.py; its global view 1024 too)
+TILE_SIZES = {"deepseek_ocr2": 768, "unlimited_ocr": 640}
+TILE_SIZE = TILE_SIZES["deepseek_ocr2"]
 
 
 def is_global_view(cfg, cls) -> bool:
@@ -39,11 +43,12 @@ def is_global_view(cfg, cls) -> bool:
 def global_view_inputs(cfg, opts, defaults, dtype, kit) -> tuple[list[InputSpec], str]:
     """(inputs, note) of one batch (``kit``: multimodal_inputs.py's shared pieces)."""
     s = cfg.vision_config.sam_config.image_size
-    h, w = kit.image_hw(opts.image_size or defaults.get("image_size") or TILE_SIZE)
-    if max(h, w) > TILE_SIZE:
+    tile = TILE_SIZES.get(cfg.model_type, TILE_SIZE)
+    h, w = kit.image_hw(opts.image_size or defaults.get("image_size") or tile)
+    if max(h, w) > tile:
         raise MemgraphError(f"--image-size {h}x{w}: {cfg.model_type}'s processor also cuts images larger than "
-                            f"{TILE_SIZE} px into {TILE_SIZE}-px tiles, which memgraph does not lay out: pass "
-                            f"--image-size {TILE_SIZE} or less")
+                            f"{tile} px into {tile}-px tiles, which memgraph does not lay out: pass "
+                            f"--image-size {tile} or less")
     n, b, seq = kit.images(opts, defaults), opts.batch_size, kit.seq(opts, defaults)
     channels = getattr(cfg.vision_config.sam_config, "num_channels", 3)
     per_image = image_tokens_per_image(cfg, channels, s, s).tokens
@@ -57,8 +62,8 @@ def global_view_inputs(cfg, opts, defaults, dtype, kit) -> tuple[list[InputSpec]
     inputs = [kit.known("input_ids", ids), kit.image_input("pixel_values", (b * n, channels, s, s), dtype),
               kit.known("attention_mask", torch.ones(b, seq, dtype=torch.int64)), kit.known("labels", labels)]
     note = (f"{n} image(s) of {h}x{w} px as the global view only ({s}x{s} px, padded square; no local tiles at "
-            f"{TILE_SIZE} px or less): {per_image} image tokens each")
+            f"{tile} px or less): {per_image} image tokens each")
     return inputs, note
 
 
-__all__ = ["TILE_SIZE", "global_view_inputs", "is_global_view"]
+__all__ = ["TILE_SIZE", "TILE_SIZES", "global_view_inputs", "is_global_view"]
