@@ -61,10 +61,17 @@ def test_qwen3_vl_grid_by_hand():
 
 
 def test_unknown_layout_is_refused_with_its_reason():
-    # UDOP: an image as patches beside a layout's bounding boxes, no vision config (BLIP and Idefics (1), which
-    # this test used before, now have their layouts: vision_prefix_inputs.py, image_attention_inputs.py)
-    spec = ModelSpec(name="udop", source="config", task="image-text-to-text", config=tiny_config("udop"),
-                     model_class="UdopForConditionalGeneration")
+    # DiffusionGemma: its block-diffusion head takes images only as precomputed mm_encoder_outputs and returns no
+    # loss (BLIP, Idefics (1) and UDOP, which this test used before, now have their layouts: vision_prefix_inputs.py,
+    # image_attention_inputs.py, document_inputs.py)
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.for_model("diffusion_gemma")
+    except Exception:  # not in this transformers (the lower end of the supported range)
+        pytest.skip("transformers has no diffusion_gemma")
+    spec = ModelSpec(name="diffusion_gemma", source="config", task="image-text-to-text",
+                     config=tiny_config("diffusion_gemma", with_vision=True), model_class="DiffusionGemmaForBlockDiffusion")
     with pytest.raises(NoImageTextLayout, match="--input"):
         spec.batch(TrainingOptions(seq_len=32), torch.float32)
 
