@@ -22,7 +22,7 @@ run qwen2-vl-2b-video16-448-b2-s4096-bf16-mixed-h100 qwen2-vl-2b --batch-size 2 
 # an audio-language model: 30 s clips are 750 audio tokens each; the audio row
 run qwen2-audio-7b-30s-b2-s1024-bf16-mixed-h100 qwen2-audio-7b --batch-size 2 --seq-len 1024 --audio-seconds 30 --precision bf16-mixed --gpu h100-80gb
 # one report per multimodal family (per-modality table), each model built from its transformers config class's
-# defaults (configs/*.json; no released checkpoint's config is stored here), about 15-35 s each on 2 cores
+# defaults (configs/*.json; no released checkpoint's config is stored here), 28-36 s each on 2 shared cores
 # any-resolution: LLaVA-NeXT, a 336x672 image is 2 tiles of 336 px plus the whole image
 run llava-next-defaults-336x672-b4-s2048-bf16-mixed-h100 configs/llava-next-defaults.json --batch-size 4 --seq-len 2048 --image-size 336x672 --precision bf16-mixed --gpu h100-80gb
 # cross-attention: Mllama (Llama 3.2 Vision), an 896-px image on 2x2 tiles of 448 px, the text cross-attends to them
