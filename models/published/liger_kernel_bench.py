@@ -131,6 +131,24 @@ class LayerNormBench(_RetainsGraph):
             return _backward_from(self.torch_ln(self.x), dy, self._kept)
 
 
+# -- group_norm (benchmark_group_norm.py at dea3a772): x (M=128, C, H=512) float32, torch.nn.GroupNorm ------------
+
+class GroupNormBench(_RetainsGraph):
+    """``torch.nn.GroupNorm(C // 4, C, eps=1e-6)`` on a float32 ``x``; the unused
+    ``LigerGroupNorm(num_channels=C, num_groups=C // 4)`` holds a float32 weight (ones) and bias (zeros) of C each."""
+
+    def __init__(self, rows: int, channels: int, length: int, per_group: int):
+        super().__init__()
+        self.x = nn.Parameter(torch.randn(rows, channels, length))
+        self.torch_gn = nn.GroupNorm(channels // per_group, channels, eps=1e-6)
+        self.register_buffer("liger_gn_weight", torch.ones(channels))
+        self.register_buffer("liger_gn_bias", torch.zeros(channels))
+
+    def forward(self, dy):
+        with self._retaining_graph():
+            return _backward_from(self.torch_gn(self.x), dy, self._kept)
+
+
 # -- swiglu / geglu (benchmark_swiglu.py, benchmark_geglu.py at b5672a15): transformers' LlamaMLP in bfloat16 -------
 
 class LlamaMLPBench(_RetainsGraph):
@@ -180,6 +198,8 @@ def _factories():
     for seq in (1024, 2048, 4096, 8192):
         made[f"swiglu_t{seq}"] = lambda seq=seq: LlamaMLPBench(4, seq, 4096, 11008, "silu")
         made[f"geglu_t{seq}"] = lambda seq=seq: LlamaMLPBench(8, seq, 4096, 11008, "gelu_pytorch_tanh")
+    for channels in (32, 64, 128, 256, 512, 1024, 2048):
+        made[f"group_norm_c{channels}"] = lambda channels=channels: GroupNormBench(128, channels, 512, 4)
     for bt in (4096, 8192, 16384, 32768):
         made[f"fused_linear_cross_entropy_bt{bt}"] = lambda bt=bt: LMHeadCEBench(bt, 4096, 128256)
     return made
