@@ -104,6 +104,13 @@ BOARDS: tuple[tuple[str, str, int, int | None, tuple[int, int], str], ...] = (
         "total_memory=16049MB, multi_processor_count=76) (a setup guide; OS not stated; MiB, floored); "
         "nvidia-smi 'NVIDIA GeForce RTX 4080 Off ... 378MiB / 16376MiB'",
     ),
+    (
+        "rtx-4070-ti-super", "NVIDIA GeForce RTX 4070 Ti SUPER", 15934 * MiB, 16376, (8, 9),
+        "torch 2.2.0+cu121 _CudaDeviceProperties(name='NVIDIA GeForce RTX 4070 Ti SUPER', major=8, minor=9, "
+        "total_memory=15934MB, multi_processor_count=66) (a voice-control server's startup log, Linux: "
+        "/home/... paths; MiB, floored); nvidia-smi total 16,376MiB (a deployment note's machine table, "
+        "WSL2 on Windows, driver 560.94: the Windows driver's figure, as the RTX 4080's 16376MiB)",
+    ),
     # ---- Ampere GeForce (sm86) ------------------------------------------------------------------
     (
         "rtx-3080", "NVIDIA GeForce RTX 3080", 10472390656, 10240, (8, 6),
