@@ -60,10 +60,6 @@ GPU = {"NVIDIA A100-SXM4-80GB": "a100-80gb", "NVIDIA H100 80GB HBM3": "h100-80gb
 # group_norm's bench_memory_group_norm measures the full step whatever the mode: its forward and backward lines repeat
 # the full line's figure and are not rows.
 MODE_IGNORED = {"group_norm"}
-# The rows join the comparison when the lead regenerates tests/published_errors.json and validation/band_data.py
-# from one run (published.write_error_record); until then evaluate() leaves them pending with this reason.
-NEEDS = ("only the error record: remove this field when tests/published_errors.json and "
-         "memgraph/validation/band_data.py are regenerated (write_error_record)")
 COUNTER_REASON = ("benchmark/scripts/utils.py _test_memory (at {commit}): for each of 10 calls "
                   "'{reset}' then func() then 'mem = {read} / 2**20'; the file holds the 50th, 20th and 80th "
                   "percentiles of the 10 (y_value_50 is the median)")
@@ -121,9 +117,7 @@ def row_file(line: str, rec: dict, data_commit: str) -> tuple[str, dict]:
                   + ("; the --input 'unused' (512 bytes) is there because a module:function model needs one."
                      if "unused=float32[1]" in inputs(int(x)) else ".")),
     }
-    if mode == "full":
-        data["needs"] = NEEDS
-    else:
+    if mode != "full":
         data["out_of_scope"] = (f"mode {mode}: the script measures only the "
                                 f"{'forward' if mode == 'forward' else 'backward from a kept forward'}, "
                                 "not a training step")
