@@ -503,6 +503,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _speech_projector_width(cfg)
     _codec_upsample_groups(cfg)
     _dia_cross_attention(cfg)
+    _qsa_indexer(cfg)
     return cfg
 
 
@@ -700,6 +701,21 @@ def _query_image_token(cfg) -> None:
         for key in ("image_token_index", "video_token_index"):  # InstructBLIP-Video's <video> token
             if getattr(cfg, key, 0) is None:
                 setattr(cfg, key, 2 ** 30)
+
+
+# Qwen4-Exp's QSA indexer (configuration_qwen4_exp.py, transformers 5.23): the class leaves its five fields None,
+# while its "indexed_attention" layers (every 4th by default) build the indexer and compute budget // compress_ratio;
+# validate_architecture asks for kv heads 1, budget a multiple of the ratio and a head at least the rotary width.
+QSA_INDEXER = {"indexer_n_heads": HEADS, "indexer_kv_heads": 1, "indexer_budget": 8, "indexer_compress_ratio": 4}
+
+
+def _qsa_indexer(cfg) -> None:
+    """Qwen4-Exp: the indexer fields a tiny step needs (:data:`QSA_INDEXER`, head width the tiny head dim)."""
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    if "indexed_attention" in (getattr(text, "layer_types", None) or ()) and hasattr(text, "indexer_budget") \
+            and text.indexer_budget is None:
+        for key, value in {**QSA_INDEXER, "indexer_head_dim": text.head_dim}.items():
+            setattr(text, key, value)
 
 
 # -- one architecture -----------------------------------------------------------------------------------

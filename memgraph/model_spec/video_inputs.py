@@ -60,9 +60,10 @@ FRAMES_AS_IMAGES = frozenset({"glm4v", "glm4v_moe", "glm46v", "glmga", "glm_ocr"
 # ``<|vision_start|>`` video tokens ``<|vision_end|>`` (processing_qwen3_vl.py ``replace_video_token``), and their
 # rope index takes one grid per group (modeling_qwen3_vl.py ``get_rope_index``: ``video_grid_thw`` repeated per
 # frame, ``t`` set to 1; the same in qwen3_vl_moe, qwen3_5, qwen3_5_moe, cosmos3_edge, cosmos3_omni and
-# cohere_compass (processing_cohere_compass.py ``replace_video_token``), transformers 5.23)
+# cohere_compass (processing_cohere_compass.py ``replace_video_token``); qwen4_exp takes Qwen3VLProcessor
+# (auto/processing_auto.py) and the same rope index (modeling_qwen4_exp.py ``get_rope_index``), transformers 5.23)
 FRAME_GROUPS = FRAMES_AS_IMAGES | {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "cosmos3_edge", "cosmos3_omni",
-                                   "cohere_compass"}
+                                   "cohere_compass", "qwen4_exp"}
 
 
 def frames_as_images(cfg) -> bool:
