@@ -504,6 +504,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _codec_upsample_groups(cfg)
     _dia_cross_attention(cfg)
     _qsa_indexer(cfg)
+    _deepstack_projectors(cfg)
     return cfg
 
 
@@ -716,6 +717,33 @@ def _qsa_indexer(cfg) -> None:
             and text.indexer_budget is None:
         for key, value in {**QSA_INDEXER, "indexer_head_dim": text.head_dim}.items():
             setattr(text, key, value)
+
+
+# Granite 4 Vision (configuration_granite4_vision.py, transformers 5.23) leaves deepstack_layer_map and
+# downsample_rate None; released granite-vision-4.1 configs set deepstack_layer_map [[-19, 9], [-13, 6], [-7, 3],
+# [-1, 0]] (vision layer, LLM layer), downsample_rate "4/8" (a 4x4 query per 8x8 window of patches) and
+# spatial_target_layers [12, 15, 18, 21] (the class default too). The tiny step keeps four deepstack and four spatial
+# projectors, their layers folded into the tiny towers (vision layer -1 or -2, LLM layer index mod LAYERS), and the
+# rate's 1/2 with a 2x2 query per 4x4 window: a tiny tower's image is 4x4 patches (32 px / 8 px), no 8x8 window.
+# Its __post_init__ gives the window Q-Former vision_config.hidden_size // 64 heads (18 for SigLIP's 1152), none for
+# the tiny 32: the tiny vision tower is 64 wide (one Q-Former head), as the config rebuilds it on every load.
+QFORMER_HEAD_WIDTH = 64
+DEEPSTACK_LAYER_MAP = [(-19, 9), (-13, 6), (-7, 3), (-1, 0)]
+TINY_DOWNSAMPLE_RATE = "2/4"
+
+
+def _deepstack_projectors(cfg) -> None:
+    """Granite 4 Vision: the deepstack map and downsample rate of a released checkpoint, folded into the tiny model."""
+    if not (hasattr(cfg, "deepstack_layer_map") and cfg.deepstack_layer_map is None):
+        return
+    text_layers = cfg.text_config.num_hidden_layers
+    cfg.deepstack_layer_map = [(-1 - (v != -1), l % text_layers) for v, l in DEEPSTACK_LAYER_MAP]
+    cfg.spatial_target_layers = [l % text_layers for l in cfg.spatial_target_layers]
+    cfg.downsample_rate = TINY_DOWNSAMPLE_RATE
+    cfg.vision_config.hidden_size = QFORMER_HEAD_WIDTH
+    q = cfg.qformer_config  # as Granite4VisionConfig.__post_init__ sets it
+    q.hidden_size = q.encoder_hidden_size = QFORMER_HEAD_WIDTH
+    q.num_attention_heads = QFORMER_HEAD_WIDTH // 64
 
 
 # -- one architecture -----------------------------------------------------------------------------------

@@ -209,6 +209,11 @@ def high_res_size(cfg) -> tuple[int, int] | None:
 
 def feature_rows(out, hidden: int, what: str) -> int:
     features = getattr(out, "pooler_output", None)
+    deepstack = getattr(out, "deepstack_features", None)
+    if features is None and deepstack:
+        # Granite 4 Vision: (LLM layer, features) per projector, each the image tokens' rows (the first one checked
+        # against the image tokens, modeling_granite4_vision.py ``get_placeholder_mask``)
+        features = deepstack[0][1]
     if features is None:
         features = out if isinstance(out, (torch.Tensor, list, tuple)) else getattr(out, "last_hidden_state", None)
     tensors = [features] if isinstance(features, torch.Tensor) else list(features or [])
