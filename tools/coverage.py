@@ -505,6 +505,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _dia_cross_attention(cfg)
     _qsa_indexer(cfg)
     _deepstack_projectors(cfg)
+    _unused_sliding_window(cfg)
     return cfg
 
 
@@ -744,6 +745,19 @@ def _deepstack_projectors(cfg) -> None:
     q = cfg.qformer_config  # as Granite4VisionConfig.__post_init__ sets it
     q.hidden_size = q.encoder_hidden_size = QFORMER_HEAD_WIDTH
     q.num_attention_heads = QFORMER_HEAD_WIDTH // 64
+
+
+# Step3p7's text model builds a sliding-window mask on every forward (modeling_step3p7.py Step3p7TextModel:
+# ``create_sliding_window_causal_mask``, which raises without ``sliding_window``), while the class leaves the window
+# None and every layer "full_attention" (configuration_step3p7.py, transformers 5.23): a window for that unused mask.
+UNUSED_SLIDING_WINDOW = 512
+
+
+def _unused_sliding_window(cfg) -> None:
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    if getattr(cfg, "model_type", None) == "step3p7" and text.sliding_window is None \
+            and "sliding_attention" not in text.layer_types:
+        text.sliding_window = UNUSED_SLIDING_WINDOW
 
 
 # -- one architecture -----------------------------------------------------------------------------------

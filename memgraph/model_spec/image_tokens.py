@@ -180,12 +180,28 @@ def _aria(cfg, height: int, width: int) -> ImageProbe:
 # the probe runs outside the trace (model_spec sits below trace/shadow_values.py, which answers that test in the
 # trace from ImageInput's declared no-zero fact), so their count is the processor's own rule, from the file
 # named in each rule.
+# Step3p7's vision tower (modeling_step3p7.py Step3p7VisionModel, transformers 5.23): a ViT of ``patch_size`` patches,
+# then two 3x3 convolutions of stride 2 and padding 1 (``downsampler1`` / ``downsampler2``), each ceil(side / 2)
+STEP3P7_DOWNSAMPLERS = 2
+
+
+def _step3p7(cfg, height=None, width=None) -> ImageProbe:
+    """processing_step3p7.py: the global view's ``(size // (vision_patch_size * 4)) ** 2`` tokens (169 for the released
+    728 px, 14 px patches); the tower's own arithmetic here (its RoPE grid is built with ``tolist()``, which a meta
+    probe cannot read). An image no larger than the global view (and not elongated) gets no local crops."""
+    v = cfg.vision_config
+    side_h, side_w = height // v.patch_size, width // v.patch_size
+    for _ in range(STEP3P7_DOWNSAMPLERS):
+        side_h, side_w = -(-side_h // 2), -(-side_w // 2)
+    return ImageProbe(side_h * side_w)
+
+
 FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2,
                 # reads image_sizes back on the model's device (Mistral Large 4: the same split,
                 # modeling_mistral_large4.py get_image_features)
                 "mistral3": _mistral3, "mistral_large4": _mistral3, "granite_docling": _granite_docling,
                 # reads the vision tower's patch mask back (Tensor.item() on meta); its count is a table lookup
-                "aria": _aria}
+                "aria": _aria, "step3p7": _step3p7}
 
 
 # Models whose vision config names no image size: the size their released processor resizes every image to, and
