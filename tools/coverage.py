@@ -1073,10 +1073,6 @@ KNOWN_MISSES = {
                            "gradient and no AdamW state (48 KB); the trace assumes balanced routing "
                            "(trace/shadow_values.py balanced_routing): the steady state of a run whose batches "
                            "reach every expert (the choice follows random weights meta has no values for)",
-    "glm5_next": "trace: GLM-5's sparse-attention indexer packs the attention mask into a float tensor beside its "
-                 "keys and reads it back as a boolean index (modeling_glm5_next.py ``valid_keys = "
-                 "packed_states[..., -1].bool()``); a float tensor has no shadow values, so the boolean index "
-                 "(nonzero) has no answer on meta",
 }
 
 

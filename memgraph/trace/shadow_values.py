@@ -92,6 +92,7 @@ from memgraph.private_api import (
 )
 from memgraph.private_api import disable_current_modes as _disable_current_modes
 from memgraph.trace.record.recorder import without_dynamo_wrapper
+from memgraph.trace.slice_shadows import SliceShadows
 
 aten = torch.ops.aten
 
@@ -154,6 +155,7 @@ class ShadowValues(TorchDispatchMode):
         self.guessed = 0  # one-element bool reads without values, answered True (notes)
         self._no_zero = WeakIdKeyDictionary()  # meta float tensor -> name of the input declared to have no 0.0
         self.declared: dict[str, int] = {}  # input name -> comparisons with 0 answered from its declared fact
+        self._slices = SliceShadows()  # a cat of shadowed and valueless parts: the shadowed ones (slice_shadows.py)
 
     # -- seeds ------------------------------------------------------------------------------
     def attach(self, t: torch.Tensor, value: torch.Tensor) -> None:
@@ -294,6 +296,11 @@ class ShadowValues(TorchDispatchMode):
             return out
         if self._values or _makes_values(func, args, kwargs, out):
             self._propagate(func, args, kwargs, out)
+        if packet is aten.cat and self._values and _is_meta(out) and out not in self._values:
+            self._slices.record_cat(args[0], args[1] if len(args) > 1 else kwargs.get("dim", 0), out, self.value)
+        elif self._slices and packet in (aten.select, aten.slice, aten.split, aten.split_with_sizes):
+            for m, v in self._slices.derive(func, args, kwargs, out):
+                self._values.setdefault(m, v)
         return out
 
     # -- helpers ----------------------------------------------------------------------------
