@@ -506,6 +506,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _qsa_indexer(cfg)
     _deepstack_projectors(cfg)
     _unused_sliding_window(cfg)
+    _vq_vocabulary(cfg)
     return cfg
 
 
@@ -758,6 +759,20 @@ def _unused_sliding_window(cfg) -> None:
     if getattr(cfg, "model_type", None) == "step3p7" and text.sliding_window is None \
             and "sliding_attention" not in text.layer_types:
         text.sliding_window = UNUSED_SLIDING_WINDOW
+
+
+# Chameleon's config takes the checkpoint's vocabulary_map (every token's name and id; None by default): the tiny
+# config gets a laid-out one (model_spec/vq_tokens.py) for a tiny codebook that fits the tiny vocabulary
+TINY_CODEBOOK = 64
+
+
+def _vq_vocabulary(cfg) -> None:
+    from memgraph.model_spec.vq_tokens import is_vq_tokens, synthetic_vocabulary_map
+
+    if is_vq_tokens(cfg) and cfg.vocabulary_map is None:
+        cfg.vq_config.num_embeddings = TINY_CODEBOOK
+        cfg.vocabulary_map = synthetic_vocabulary_map(TINY_CODEBOOK, cfg.get_text_config().vocab_size)
+        cfg.image_token_id = cfg.vocabulary_map["<image>"]
 
 
 # -- one architecture -----------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import torch
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.anyres import is_anyres, tiles_per_image
 from memgraph.model_spec.auto_classes import auto_class
+from memgraph.model_spec.vq_tokens import VQ_PROCESSOR_SIZES, vq_tokens_per_image
 
 
 @dataclass(frozen=True)
@@ -201,14 +202,17 @@ FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefic
                 # modeling_mistral_large4.py get_image_features)
                 "mistral3": _mistral3, "mistral_large4": _mistral3, "granite_docling": _granite_docling,
                 # reads the vision tower's patch mask back (Tensor.item() on meta); its count is a table lookup
-                "aria": _aria, "step3p7": _step3p7}
+                "aria": _aria, "step3p7": _step3p7,
+                # its codes are picked by argmin and read back on the CPU to map them to token ids (vq_tokens.py)
+                "chameleon": lambda cfg, height, width: ImageProbe(vq_tokens_per_image(cfg, height, width))}
 
 
 # Models whose vision config names no image size: the size their released processor resizes every image to, and
 # the processor's setting that --image-size stands for (its tokens still come from get_image_features)
 # - Florence-2: 768 x 768 (the released preprocessor_config.json, whose image_seq_length 577 = (768 / 32)^2 + 1 is
 #   what get_image_features returns for it)
-PROCESSOR_SIZES = {"florence2": (768, 768)}
+# - Chameleon: 512 x 512 (vq_tokens.py)
+PROCESSOR_SIZES = {"florence2": (768, 768), **VQ_PROCESSOR_SIZES}
 
 
 def processor_size(cfg) -> tuple[int, int] | None:

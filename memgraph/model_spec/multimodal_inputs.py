@@ -69,8 +69,9 @@ from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
+from memgraph.model_spec.vq_tokens import is_vq_tokens
 from memgraph.model_spec.video_inputs import (
-    fixed_size_video, frame_groups, frames_as_images, omni_second_per_grid, takes_video,
+    fixed_size_video, frame_groups, frames_as_images, omni_second_per_grid, takes_video, video_span,
 )
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
 from memgraph.model_spec.patch_grid import grid_tokens, is_patch_grid, merge_of, patch_row_shape, temporal_of
@@ -217,6 +218,8 @@ def layout_of(cfg) -> str | None:
     if is_patch_rows(cfg):
         return "patch-rows"  # Fuyu: no vision tower, raw patches (patch_row_inputs.py)
     vision = vision_of(cfg)
+    if vision is None and is_vq_tokens(cfg) and isinstance(_token(cfg, "image_token_id"), int):
+        return "fixed"  # Chameleon: a VQ-GAN's codes as image tokens, the processor's fixed crop (vq_tokens.py)
     if vision is None:
         return None
     if is_flattened_patches(cfg, model_class_for(cfg)):
@@ -643,7 +646,8 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     groups = [(per_image, 1, 0)] * n
     if video:
         groups += [(per_video // video[0], 2, 1)] * video[0] if frame_groups(cfg) else [(per_video, 2, 0)]
-    need = 1 + sum(t + 2 + gap for t, _, gap in groups) + (per_audio + 2 if audio else 0)
+    span = video_span(cfg) if video else None  # GLM-5 Next: <|begin_of_video|> frames <|end_of_video|>
+    need = 1 + sum(t + 2 + gap for t, _, gap in groups) + (per_audio + 2 if audio else 0) + (2 if span else 0)
     if seq < need:
         what = (f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
                 + (f" and {per_audio} audio tokens" if audio else ""))
@@ -654,12 +658,20 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     start = _token(cfg, "vision_start_token_id", "image_start_token_id")
     end = _token(cfg, "vision_end_token_id", "image_end_token_id")
     pos = 1
-    for tokens, code, gap in groups:
+    for i, (tokens, code, gap) in enumerate(groups):
+        if span and i == n:  # the video's first frame
+            ids[:, pos] = span[0]
+            vision_tokens[:, pos] = True
+            pos += 1
         ids[:, pos] = start if start is not None else ids[:, pos]
         kind[:, pos + 1:pos + 1 + tokens] = code
         ids[:, pos + 1 + tokens] = end if end is not None else ids[:, pos + 1 + tokens]
         vision_tokens[:, pos:pos + tokens + 2 + gap] = True
         pos += tokens + 2 + gap
+    if span:
+        ids[:, pos] = span[1]
+        vision_tokens[:, pos] = True
+        pos += 1
     if n:
         ids[kind == 1] = _token(cfg, "image_token_id", "image_token_index")
     if video:

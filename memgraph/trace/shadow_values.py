@@ -521,8 +521,10 @@ _KEEPS_VALUES = {
     aten.narrow, aten.movedim, aten.flatten, aten.unflatten, aten.lift_fresh,
 }
 
-# Router decisions on float logits: topk (MoE top-k gating), argmax and max(dim) (top-1 routers, e.g. Switch).
-_ROUTING = {aten.topk.default, aten.argmax.default, aten.max.dim}
+# Router decisions on float logits: topk (MoE top-k gating), argmax and max(dim) (top-1 routers, e.g. Switch);
+# argmin: a VQ-GAN's nearest codebook entry (Chameleon's quantizer, modeling_chameleon.py, whose codes are read back
+# on the CPU to map them to token ids): a spread of valid codes, as balanced as the routers'.
+_ROUTING = {aten.topk.default, aten.argmax.default, aten.max.dim, aten.argmin.default}
 
 
 def balanced_routing(shape: tuple[int, ...], dim: int, k: int, keepdim: bool = True) -> torch.Tensor:
