@@ -761,18 +761,26 @@ def _unused_sliding_window(cfg) -> None:
         text.sliding_window = UNUSED_SLIDING_WINDOW
 
 
-# Chameleon's config takes the checkpoint's vocabulary_map (every token's name and id; None by default): the tiny
+# Chameleon's and Emu3's configs take the checkpoint's vocabulary_map (every token's name and id; None by default): the tiny
 # config gets a laid-out one (model_spec/vq_tokens.py) for a tiny codebook that fits the tiny vocabulary
 TINY_CODEBOOK = 64
+TINY_VQ_BASE_CHANNELS = 32
 
 
 def _vq_vocabulary(cfg) -> None:
     from memgraph.model_spec.vq_tokens import is_vq_tokens, synthetic_vocabulary_map
 
     if is_vq_tokens(cfg) and cfg.vocabulary_map is None:
-        cfg.vq_config.num_embeddings = TINY_CODEBOOK
-        cfg.vocabulary_map = synthetic_vocabulary_map(TINY_CODEBOOK, cfg.get_text_config().vocab_size)
+        vq = cfg.vq_config  # Chameleon's codebook is num_embeddings, Emu3's codebook_size
+        setattr(vq, "codebook_size" if hasattr(vq, "codebook_size") else "num_embeddings", TINY_CODEBOOK)
+        cfg.vocabulary_map = synthetic_vocabulary_map(TINY_CODEBOOK, cfg.get_text_config().vocab_size, cfg.model_type)
         cfg.image_token_id = cfg.vocabulary_map["<image>"]
+        if hasattr(vq, "codebook_size"):
+            # Emu3's VQ attention runs on the last level's channels, base_channels * channel_multiplier[-1]
+            # (1024 = 256 * 4 in the class defaults, its hidden_size too): the shrunk hidden size with base channels
+            # to match (GroupNorm's 32 groups need every level's channels a multiple of 32)
+            vq.base_channels = TINY_VQ_BASE_CHANNELS
+            vq.hidden_size = TINY_VQ_BASE_CHANNELS * vq.channel_multiplier[-1]
 
 
 # -- one architecture -----------------------------------------------------------------------------------
@@ -841,6 +849,13 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
                   image_size=56 if layout in ("grid", "soft", "flattened") else None)
         if processor_size(cfg):  # Florence-2: its processor's size is a setting; 64 px keeps the tiny step small
             kw["image_size"] = 64
+            from memgraph.model_spec.vq_tokens import resizes_by_pixels
+
+            if resizes_by_pixels(cfg):  # Emu3 resizes into [512^2, 1024^2] pixels: a 64-px budget keeps it 64 px
+                from memgraph.model_spec.vq_tokens import vq_tokens_per_image
+
+                kw["min_pixels"] = 64 * 64  # its 8 x (8 + 1) = 72 image tokens, then the usual text
+                kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + vq_tokens_per_image(cfg, 64, 64)
         if layout == "soft":  # Gemma 4 resizes a 56-px image up into its patch budget: its soft tokens, then text
             from memgraph.model_spec.soft_token_patches import soft_tokens
 

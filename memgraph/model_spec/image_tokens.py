@@ -204,7 +204,8 @@ FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefic
                 # reads the vision tower's patch mask back (Tensor.item() on meta); its count is a table lookup
                 "aria": _aria, "step3p7": _step3p7,
                 # its codes are picked by argmin and read back on the CPU to map them to token ids (vq_tokens.py)
-                "chameleon": lambda cfg, height, width: ImageProbe(vq_tokens_per_image(cfg, height, width))}
+                "chameleon": lambda cfg, height, width: ImageProbe(vq_tokens_per_image(cfg, height, width)),
+                "emu3": lambda cfg, height, width: ImageProbe(vq_tokens_per_image(cfg, height, width), image_sizes=True)}
 
 
 # Models whose vision config names no image size: the size their released processor resizes every image to, and

@@ -69,7 +69,7 @@ from memgraph.model_spec.patch_row_inputs import tokens_per_image as fuyu_tokens
 from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
-from memgraph.model_spec.vq_tokens import is_vq_tokens
+from memgraph.model_spec.vq_tokens import is_vq_tokens, processed_size, resizes_by_pixels
 from memgraph.model_spec.video_inputs import (
     fixed_size_video, frame_groups, frames_as_images, omni_second_per_grid, takes_video, video_span,
 )
@@ -155,7 +155,7 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if audio is not None and layout != "grid":
         raise MemgraphError(f"--audio-seconds: memgraph lays out audio beside images for Qwen2-VL-style (grid) omni "
                             f"thinkers only, not {getattr(cfg, 'model_type', '?')}: drop --audio-seconds")
-    if layout != "grid":
+    if layout != "grid" and not resizes_by_pixels(cfg):  # Emu3 resizes by pixel count too (vq_tokens.py)
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
     if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
@@ -345,7 +345,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     vision, text = vision_of(cfg), cfg.get_text_config()
     native = _native_size(vision) or processor_size(cfg)
     requested = opts.image_size or defaults.get("image_size") or native
-    h, w = image_hw(requested)
+    h, w = processed_size(cfg, opts, *image_hw(requested))  # Emu3's smart resize (vq_tokens.py); else as given
     if (h, w) != native and not is_anyres(cfg) and not processor_size(cfg):
         size = f"{native[0]}" if native[0] == native[1] else f"{native[0]}x{native[1]}"
         raise MemgraphError(

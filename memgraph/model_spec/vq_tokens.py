@@ -1,4 +1,4 @@
-"""VQ-token image models (Chameleon): an image becomes discrete codes of a VQ-GAN, embedded as text tokens.
+"""VQ-token image models (Chameleon, Emu3): an image becomes discrete codes of a VQ-GAN, embedded as text tokens.
 
 Chameleon (modeling_chameleon.py, transformers 5.23) encodes each image with its VQ-GAN (``vq_config``): the
 encoder halves the image ``len(channel_multiplier) - 1`` times (``ChameleonVQVAEEncoder``: a downsample after every
@@ -16,14 +16,26 @@ The map comes from the checkpoint's config.json (``vocabulary_map``: every BPE t
 entries named ``IMGIMG`` + the code's digits written as letters A-J + one final letter). The memory of a step needs
 only the ``<image>`` id and which ids are image codes (the LM head masks their logits); :func:`synthetic_vocabulary_map`
 lays one out from a config's sizes where none is given (the sweep's tiny configs, tests).
+
+Emu3 (modeling_emu3.py) is built the same way, with its own names (``<|visual token 000123|>``) and one more token
+per row of codes: ``convert_img2bpe`` appends the end-of-line id (``<|extra_200|>``) to each row, so an image of
+``h x w`` pixels takes ``(h / 8) * (w / 8 + 1)`` tokens (processing_emu3.py ``image_seq_length = height * (width +
+1)``, its ``downsample_ratio`` 8 = 2 ** (len(channel_multiplier) - 1) of the released [1, 2, 2, 4]). Its image
+processor resizes by pixel count (image_processing_emu3.py ``smart_resize``: sides multiples of ``spatial_factor``
+8, pixels within ``min_pixels`` 512 * 512 .. ``max_pixels`` 1024 * 1024, the class defaults; ``--min-pixels`` /
+``--max-pixels`` set them) and the model reads each image's ``image_sizes``.
 """
 
 from __future__ import annotations
 
 from memgraph.errors import MemgraphError
 
-# image_processing_chameleon.py (transformers 5.23): shortest edge 512, then a 512 x 512 center crop
-VQ_PROCESSOR_SIZES = {"chameleon": (512, 512)}
+# image_processing_chameleon.py (transformers 5.23): shortest edge 512, then a 512 x 512 center crop; Emu3: the
+# smallest image its processor makes (min_pixels 512 * 512, a square)
+VQ_PROCESSOR_SIZES = {"chameleon": (512, 512), "emu3": (512, 512)}
+# image_processing_emu3.py (transformers 5.23) Emu3ImageProcessor class defaults
+EMU3_MIN_PIXELS, EMU3_MAX_PIXELS, EMU3_SPATIAL_FACTOR = 512 * 512, 1024 * 1024, 8
+EMU3_EOL = "<|extra_200|>"  # Emu3ImageVocabularyMapping.eol_token_id
 IMAGE_CODE_PREFIX = "IMGIMG"  # ChameleonImageVocabularyMapping.image_tokens: names starting so are image codes
 FIRST_CODE_ID = 4  # synthetic maps: the codes after <unk>, <s>, </s>, <pad> (ids 0-3)
 
@@ -44,20 +56,43 @@ def vq_tokens_per_image(cfg, height: int, width: int) -> int:
     if height % factor or width % factor:
         raise MemgraphError(f"--image-size {height}x{width}: {cfg.model_type}'s VQ encoder halves the image "
                             f"{factor.bit_length() - 1} times: pass sides that are multiples of {factor}")
-    return (height // factor) * (width // factor)
+    return (height // factor) * (width // factor + (cfg.model_type == "emu3"))  # Emu3: an end-of-line per row
 
 
-def code_name(code: int) -> str:
-    """The vocabulary name of image code ``code`` (``IMGIMG`` + digits as letters A-J + ``Z``)."""
+def resizes_by_pixels(cfg) -> bool:
+    """Emu3's processor resizes by pixel count (``--min-pixels`` / ``--max-pixels`` apply)."""
+    return getattr(cfg, "model_type", None) == "emu3"
+
+
+def processed_size(cfg, opts, height: int, width: int) -> tuple[int, int]:
+    """The image's size after the processor: Chameleon's crop is ``--image-size`` itself; Emu3's smart resize."""
+    if not resizes_by_pixels(cfg):
+        return height, width
+    from memgraph.model_spec.multimodal_inputs import smart_resize
+
+    lo = getattr(opts, "min_pixels", None) or EMU3_MIN_PIXELS
+    hi = getattr(opts, "max_pixels", None) or EMU3_MAX_PIXELS
+    if lo > hi:
+        raise MemgraphError(f"--min-pixels {lo:,} is above --max-pixels {hi:,}: pass a min_pixels at most max_pixels")
+    return smart_resize(height, width, factor=EMU3_SPATIAL_FACTOR, min_pixels=lo, max_pixels=hi)
+
+
+def code_name(code: int, model_type: str = "chameleon") -> str:
+    """The vocabulary name of image code ``code``: Chameleon's ``IMGIMG`` + digits as letters A-J + ``Z``, Emu3's
+    ``<|visual token 000123|>`` (its mapping reads the code from ``name[-8:-2]``)."""
+    if model_type == "emu3":
+        return f"<|visual token {code:06d}|>"
     return IMAGE_CODE_PREFIX + "".join(chr(ord("A") + int(d)) for d in str(code)) + "Z"
 
 
-def synthetic_vocabulary_map(codes: int, vocab_size: int) -> dict[str, int]:
-    """A ``vocabulary_map`` for ``codes`` image codes at ids ``FIRST_CODE_ID ..``, ``<image>`` the next id."""
-    image_id = FIRST_CODE_ID + codes
-    if image_id >= vocab_size:
-        raise ValueError(f"{codes} image codes and <image> do not fit a vocabulary of {vocab_size}")
-    return {**{code_name(c): FIRST_CODE_ID + c for c in range(codes)}, "<image>": image_id}
+def synthetic_vocabulary_map(codes: int, vocab_size: int, model_type: str = "chameleon") -> dict[str, int]:
+    """A ``vocabulary_map`` for ``codes`` image codes at ids ``FIRST_CODE_ID ..``, then ``<image>`` (and Emu3's
+    end-of-line token)."""
+    extra = ["<image>"] + ([EMU3_EOL] if model_type == "emu3" else [])
+    if FIRST_CODE_ID + codes + len(extra) > vocab_size:
+        raise ValueError(f"{codes} image codes and {extra} do not fit a vocabulary of {vocab_size}")
+    names = [code_name(c, model_type) for c in range(codes)] + extra
+    return {name: FIRST_CODE_ID + i for i, name in enumerate(names)}
 
 
-__all__ = ["VQ_PROCESSOR_SIZES", "is_vq_tokens", "vq_tokens_per_image", "synthetic_vocabulary_map", "code_name"]
+__all__ = ["VQ_PROCESSOR_SIZES", "is_vq_tokens", "resizes_by_pixels", "processed_size", "vq_tokens_per_image", "synthetic_vocabulary_map", "code_name"]
