@@ -153,6 +153,7 @@ class ShadowValues(TorchDispatchMode):
         self.answered = 0  # value-dependent ops answered from shadows (for tests and notes)
         self.routed = 0  # router top-k/argmax results given balanced values (notes)
         self.guessed = 0  # one-element bool reads without values, answered True (notes)
+        self.codes = 0  # VQ nearest-code argmin results given spread values (notes)
         self._no_zero = WeakIdKeyDictionary()  # meta float tensor -> name of the input declared to have no 0.0
         self.declared: dict[str, int] = {}  # input name -> comparisons with 0 answered from its declared fact
         self._slices = SliceShadows()  # a cat of shadowed and valueless parts: the shadowed ones (slice_shadows.py)
@@ -229,6 +230,11 @@ class ShadowValues(TorchDispatchMode):
                               "assignment (every expert the same number of tokens); the real routing depends on the "
                               "weights (trace/shadow_values.py balanced_routing)", per_layer=("routed",),
                               routed=self.routed))
+        if self.codes:
+            notes.append(Note("image codes: {codes} VQ nearest-codebook argmin results without values given a spread "
+                              "of valid codes (the real codes depend on the image and the codebook; only the count "
+                              "of codes sizes the step) (trace/shadow_values.py balanced_routing)",
+                              per_layer=("codes",), codes=self.codes))
         if self.guessed:
             notes.append(Note("guessed reads: {guessed} one-element bool tests of values the trace does not have "
                               "answered True (e.g. activation-range checks); branches that allocate differently "
@@ -322,7 +328,10 @@ class ShadowValues(TorchDispatchMode):
         value = balanced_routing(tuple(x.shape), dim, k, keep)
         if tuple(value.shape) == tuple(indices.shape):
             self._values[indices] = value
-            self.routed += 1
+            if func is aten.argmin.default:
+                self.codes += 1
+            else:
+                self.routed += 1
 
     def _from_no_zero(self, func, args, kwargs, out) -> bool:
         """Ops on a tensor declared to have no 0.0: a comparison with 0 gets its exact value as a shadow (True: the
