@@ -99,3 +99,20 @@ def test_glm5_next_video_frames_are_image_tokens_inside_a_span():
 @_needs("Qwen4ExpForConditionalGeneration")
 def test_qwen4_exp_video_in_frame_groups():
     assert frame_groups(AutoConfig.for_model("qwen4_exp")) and not frames_as_images(AutoConfig.for_model("qwen4_exp"))
+
+
+@_needs("MiniCPMV4_6ForConditionalGeneration")
+def test_minicpm_v_source_view_by_hand():
+    from memgraph.model_spec.navit_slices import is_navit_slices, source_view
+
+    cfg = AutoConfig.for_model("minicpmv4_6")
+    cfg.vision_config.patch_size = 14  # the processor's patch_size (image_processing_minicpmv4_6.py)
+    assert is_navit_slices(cfg, transformers.MiniCPMV4_6ForConditionalGeneration)
+    # "16x": sides to multiples of 14 * 4 = 56; 448 -> 32 x 32 patches -> 1024 / 16 = 64 tokens
+    assert source_view(cfg, 448, 448) == (32, 32, 64)
+    # 300 x 400: round(300 / 56) * 56 = 280 (20 patches), round(400 / 56) * 56 = 392 (28): 560 / 16 = 35 tokens
+    assert source_view(cfg, 300, 400) == (20, 28, 35)
+    cfg.downsample_mode = "4x"  # MiniCPM-OCR's: multiples of 14 * 2 = 28; 300 -> 308 (22), 400 -> 392 (28): 616 / 4
+    assert source_view(cfg, 300, 400) == (22, 28, 154)
+    with pytest.raises(MemgraphError, match="slices"):
+        source_view(cfg, 449, 448)  # above 448 x 448 the processor slices

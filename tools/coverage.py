@@ -487,6 +487,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     if with_vision and getattr(cfg, "vision_config", 0) is None and vision_class is not None:
         cfg.vision_config = vision_class()
     _query_image_token(cfg)
+    _navit_tokens(cfg)
     _voxtral_audio_token(cfg)
     _omni_vision_tokens(cfg)
     _shrink(cfg)
@@ -783,6 +784,16 @@ def _vq_vocabulary(cfg) -> None:
             vq.hidden_size = TINY_VQ_BASE_CHANNELS * vq.channel_multiplier[-1]
 
 
+def _navit_tokens(cfg) -> None:
+    """MiniCPM-V 4.6 / 4.7 and MiniCPM-OCR leave image_token_id and video_token_id None (configuration_minicpmv4_6.py,
+    transformers 5.23; the released checkpoints set the tokenizer's ids): ids past any vocabulary here, which
+    :func:`_remap_tokens` maps to unused ids of the tiny one."""
+    if getattr(cfg, "downsample_mode", None) is not None and hasattr(cfg, "image_token_id"):
+        for offset, key in enumerate(("image_token_id", "video_token_id")):
+            if getattr(cfg, key, 0) is None:
+                setattr(cfg, key, 2 ** 30 + offset)
+
+
 # -- one architecture -----------------------------------------------------------------------------------
 @dataclass
 class Row:
@@ -847,6 +858,8 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout == "query-video" else 1,
                   image_size=56 if layout in ("grid", "soft", "flattened") else None)
+        if layout == "navit":  # MiniCPM-V: one 32-px view of the tiny tower's patches (navit_slices.py)
+            kw["image_size"] = 32
         if processor_size(cfg):  # Florence-2: its processor's size is a setting; 64 px keeps the tiny step small
             kw["image_size"] = 64
             from memgraph.model_spec.vq_tokens import resizes_by_pixels
