@@ -116,3 +116,19 @@ def test_minicpm_v_source_view_by_hand():
     assert source_view(cfg, 300, 400) == (22, 28, 154)
     with pytest.raises(MemgraphError, match="slices"):
         source_view(cfg, 449, 448)  # above 448 x 448 the processor slices
+
+
+@_needs("Lfm2VlForConditionalGeneration")
+def test_lfm2_vl_single_view_by_hand():
+    from memgraph.model_spec.naflex_tiles import single_view
+
+    cfg = AutoConfig.for_model("lfm2_vl")  # SigLIP2 patch 16, downsample_factor 2: sides multiples of 32
+    # 256 x 256 = 65,536 px = the minimum 64 * 16^2 * 2^2: 16 x 16 patches, 8 x 8 = 64 tokens, padded to
+    # max(256 * 2^2, (512 / 16)^2) = 1024 patch rows
+    assert single_view(cfg, 256, 256) == (16, 16, 64, 1024)
+    # 500 x 700: rounded 512 x 704 = 360,448 px > 262,144 (but under 2x that: no tiles); beta = sqrt(350,000 /
+    # 262,144) = 1.1555: floor(500 / 1.1555 / 32) * 32 = 416, floor(700 / 1.1555 / 32) * 32 = 576 -> 26 x 36
+    # patches, 13 * 18 = 234 tokens
+    assert single_view(cfg, 500, 700) == (26, 36, 234, 1024)
+    with pytest.raises(MemgraphError, match="tiles"):
+        single_view(cfg, 1024, 1024)  # 1,048,576 px > 2 * 262,144: the processor tiles it

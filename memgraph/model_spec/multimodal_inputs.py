@@ -71,6 +71,7 @@ from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_in
 from memgraph.model_spec.vision_backend import missing_vision_backend
 from memgraph.model_spec.vq_tokens import is_vq_tokens, processed_size, resizes_by_pixels
 from memgraph.model_spec.navit_slices import is_navit_slices, navit_inputs
+from memgraph.model_spec.naflex_tiles import is_naflex_tiles, naflex_inputs
 from memgraph.model_spec.video_inputs import (
     fixed_size_video, frame_groups, frames_as_images, omni_second_per_grid, takes_video, video_span,
 )
@@ -160,13 +161,15 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
     notes = ()
     if getattr(opts, "video_frames", None) and layout in ("cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened",
-                                                           "navit") \
+                                                           "navit", "naflex") \
             and not (layout == "fixed" and takes_video(cfg)):
         raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
                             "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
                             "InstructBLIP-Video take one): drop --video-frames")
     if layout == "navit":
         inputs = navit_inputs(cfg, opts, defaults, dtype, _kit())
+    elif layout == "naflex":
+        inputs = naflex_inputs(cfg, opts, defaults, dtype, _kit())
     elif layout == "query-video":
         inputs = _query_video(cfg, opts, defaults, dtype)
     elif layout == "cross":
@@ -228,6 +231,8 @@ def layout_of(cfg) -> str | None:
         return None
     if is_navit_slices(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
         return "navit"  # MiniCPM-V 4.6/4.7, MiniCPM-OCR: packed patch rows and target_sizes (navit_slices.py)
+    if is_naflex_tiles(cfg) and isinstance(_token(cfg, "image_token_id"), int):
+        return "naflex"  # LFM2-VL: padded NaFlex patch rows, spatial_shapes (naflex_tiles.py)
     if is_flattened_patches(cfg, model_class_for(cfg)):
         return "flattened"  # Pix2Struct: variable-resolution patches in a budget (flattened_patches.py)
     if is_cross_attention(cfg, model_class_for(cfg)):
