@@ -9,6 +9,7 @@ from transformers import AutoConfig
 
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.image_tokens import feature_rows
+from memgraph.model_spec.multimodal_inputs import smart_resize
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.video_inputs import frame_groups, frames_as_images, video_span
 from memgraph.model_spec.vq_tokens import (
@@ -29,7 +30,7 @@ def test_chameleon_codes_per_image_by_hand():
     assert is_vq_tokens(cfg)
     # channel_multiplier [1, 1, 2, 2, 4]: 4 halvings, 512 / 16 = 32 -> 32 * 32 = 1024 = processor image_seq_length
     assert vq_tokens_per_image(cfg, 512, 512) == 1024
-    assert processed_size(cfg, TrainingOptions(), 512, 512) == (512, 512)  # the crop itself
+    assert processed_size(cfg, TrainingOptions(), 512, 512, smart_resize) == (512, 512)  # the crop itself
     with pytest.raises(MemgraphError, match="multiples of 16"):
         vq_tokens_per_image(cfg, 520, 512)
 
@@ -58,14 +59,14 @@ def test_emu3_smart_resize_and_end_of_line_tokens_by_hand():
     cfg.vocabulary_map = synthetic_vocabulary_map(8, 64, "emu3")
     opts = TrainingOptions()
     # 720 x 1280: multiples of 8 already, 921,600 px within [512^2 = 262,144, 1024^2 = 1,048,576]: kept
-    assert processed_size(cfg, opts, 720, 1280) == (720, 1280)
+    assert processed_size(cfg, opts, 720, 1280, smart_resize) == (720, 1280)
     # rows 720 / 8 = 90, columns 1280 / 8 = 160, one end-of-line per row: 90 * 161 = 14,490 tokens
     assert vq_tokens_per_image(cfg, 720, 1280) == 90 * 161 == 14490
     # 256 x 256 = 65,536 px < 262,144: scaled by sqrt(262,144 / 65,536) = 2 -> ceil(512 / 8) * 8 = 512
-    assert processed_size(cfg, opts, 256, 256) == (512, 512)
+    assert processed_size(cfg, opts, 256, 256, smart_resize) == (512, 512)
     assert vq_tokens_per_image(cfg, 512, 512) == 64 * 65
     # --min-pixels 64*64 keeps a 64-px image: 8 rows of 8 codes + 1 = 72 tokens (the sweep's tiny row)
-    assert processed_size(cfg, TrainingOptions(min_pixels=64 * 64), 64, 64) == (64, 64)
+    assert processed_size(cfg, TrainingOptions(min_pixels=64 * 64), 64, 64, smart_resize) == (64, 64)
     assert vq_tokens_per_image(cfg, 64, 64) == 8 * 9
 
 
@@ -125,10 +126,10 @@ def test_lfm2_vl_single_view_by_hand():
     cfg = AutoConfig.for_model("lfm2_vl")  # SigLIP2 patch 16, downsample_factor 2: sides multiples of 32
     # 256 x 256 = 65,536 px = the minimum 64 * 16^2 * 2^2: 16 x 16 patches, 8 x 8 = 64 tokens, padded to
     # max(256 * 2^2, (512 / 16)^2) = 1024 patch rows
-    assert single_view(cfg, 256, 256) == (16, 16, 64, 1024)
+    assert single_view(cfg, 256, 256, smart_resize) == (16, 16, 64, 1024)
     # 500 x 700: rounded 512 x 704 = 360,448 px > 262,144 (but under 2x that: no tiles); beta = sqrt(350,000 /
     # 262,144) = 1.1555: floor(500 / 1.1555 / 32) * 32 = 416, floor(700 / 1.1555 / 32) * 32 = 576 -> 26 x 36
     # patches, 13 * 18 = 234 tokens
-    assert single_view(cfg, 500, 700) == (26, 36, 234, 1024)
+    assert single_view(cfg, 500, 700, smart_resize) == (26, 36, 234, 1024)
     with pytest.raises(MemgraphError, match="tiles"):
-        single_view(cfg, 1024, 1024)  # 1,048,576 px > 2 * 262,144: the processor tiles it
+        single_view(cfg, 1024, 1024, smart_resize)  # 1,048,576 px > 2 * 262,144: the processor tiles it

@@ -861,10 +861,11 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         if layout == "navit":  # MiniCPM-V: one 32-px view of the tiny tower's patches (navit_slices.py)
             kw["image_size"] = 32
         if layout == "naflex":  # LFM2-VL: the smallest view its processor makes (64 tokens), then the usual text
+            from memgraph.model_spec.multimodal_inputs import smart_resize
             from memgraph.model_spec.naflex_tiles import single_view
 
             kw["image_size"] = 256
-            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + single_view(cfg, 256, 256)[2]
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + single_view(cfg, 256, 256, smart_resize)[2]
         if processor_size(cfg):  # Florence-2: its processor's size is a setting; 64 px keeps the tiny step small
             kw["image_size"] = 64
             from memgraph.model_spec.vq_tokens import resizes_by_pixels

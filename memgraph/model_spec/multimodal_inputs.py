@@ -213,7 +213,7 @@ def _kit() -> SimpleNamespace:
     flattened_patches.py) build a batch with, handed to them (they do not import this module)."""
     return SimpleNamespace(known=_known, image_input=ImageInput, image_hw=image_hw, native_size=_native_size,
                            seq=_seq, images=_images, too_short=_too_short, sample_text_ids=sample_text_ids,
-                           vision_of=vision_of)
+                           vision_of=vision_of, smart_resize=smart_resize)
 
 
 def layout_of(cfg) -> str | None:
@@ -356,7 +356,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     vision, text = vision_of(cfg), cfg.get_text_config()
     native = _native_size(vision) or processor_size(cfg)
     requested = opts.image_size or defaults.get("image_size") or native
-    h, w = processed_size(cfg, opts, *image_hw(requested))  # Emu3's smart resize (vq_tokens.py); else as given
+    h, w = processed_size(cfg, opts, *image_hw(requested), smart_resize)  # Emu3's smart resize (vq_tokens.py); else as given
     if (h, w) != native and not is_anyres(cfg) and not processor_size(cfg):
         size = f"{native[0]}" if native[0] == native[1] else f"{native[0]}x{native[1]}"
         raise MemgraphError(

@@ -33,10 +33,9 @@ def is_naflex_tiles(cfg) -> bool:
     return getattr(cfg, "model_type", None) == "lfm2_vl"
 
 
-def single_view(cfg, height: int, width: int) -> tuple[int, int, int, int]:
-    """(patches high, patches wide, image tokens, padded patch rows) of an image the processor does not tile."""
-    from memgraph.model_spec.multimodal_inputs import smart_resize
-
+def single_view(cfg, height: int, width: int, smart_resize) -> tuple[int, int, int, int]:
+    """(patches high, patches wide, image tokens, padded patch rows) of an image the processor does not tile;
+    ``smart_resize``: multimodal_inputs.py's (handed in: that module imports this one)."""
     patch, down = int(cfg.vision_config.patch_size), int(cfg.downsample_factor)
     factor, per_token = patch * down, patch * patch * down * down
     rounded = max(patch, round(height / factor) * factor) * max(patch, round(width / factor) * factor)
@@ -58,7 +57,7 @@ def naflex_inputs(cfg, opts, defaults, dtype, kit) -> list:
     if size is None:
         raise MemgraphError(f"no default image size for this {cfg.model_type} model (its processor resizes any image "
                             "by pixel count): pass --image-size N or HxW")
-    rows, cols, per_image, padded = single_view(cfg, *kit.image_hw(size))
+    rows, cols, per_image, padded = single_view(cfg, *kit.image_hw(size), kit.smart_resize)
     b, n, seq = opts.batch_size, kit.images(opts, defaults), kit.seq(opts, defaults)
     need = 1 + n * (per_image + 1)
     if seq < need:

@@ -64,12 +64,11 @@ def resizes_by_pixels(cfg) -> bool:
     return getattr(cfg, "model_type", None) == "emu3"
 
 
-def processed_size(cfg, opts, height: int, width: int) -> tuple[int, int]:
-    """The image's size after the processor: Chameleon's crop is ``--image-size`` itself; Emu3's smart resize."""
+def processed_size(cfg, opts, height: int, width: int, smart_resize) -> tuple[int, int]:
+    """The image's size after the processor: Chameleon's crop is ``--image-size`` itself; Emu3's ``smart_resize``
+    (multimodal_inputs.py's, handed in: that module imports this one)."""
     if not resizes_by_pixels(cfg):
         return height, width
-    from memgraph.model_spec.multimodal_inputs import smart_resize
-
     lo = getattr(opts, "min_pixels", None) or EMU3_MIN_PIXELS
     hi = getattr(opts, "max_pixels", None) or EMU3_MAX_PIXELS
     if lo > hi:
