@@ -133,3 +133,28 @@ def test_lfm2_vl_single_view_by_hand():
     assert single_view(cfg, 500, 700, smart_resize) == (26, 36, 234, 1024)
     with pytest.raises(MemgraphError, match="tiles"):
         single_view(cfg, 1024, 1024, smart_resize)  # 1,048,576 px > 2 * 262,144: the processor tiles it
+
+
+def test_glm5_next_tiny_video_layout_inside_its_span():
+    """The sweep's tiny GLM-5 Next video row (tools/coverage.py): 4 frames, 2 temporal groups of image tokens, a
+    timestamp after each, all between <|begin_of_video|> and <|end_of_video|>; the model's placeholder mask then
+    counts every frame token as video (modeling_glm5_next.py ``in_video_span``)."""
+    try:
+        AutoConfig.for_model("glm5_next")
+    except Exception:
+        pytest.skip("transformers has no glm5_next")
+    from memgraph.model_spec.multimodal_inputs import qwen2_vl_video_grid
+    from tools.coverage import _spec_and_options
+
+    spec, opts = _spec_and_options("video-text-to-text", "glm5_next", "Glm5NextForConditionalGeneration")
+    cfg = spec.config
+    b = {s.name: s for s in spec.batch(opts, torch.float32).inputs}
+    ids, kind = b["input_ids"].value()[0], b["mm_token_type_ids"].value()[0]
+    gt, gh, gw, tokens = qwen2_vl_video_grid(cfg, 56, 4)
+    assert gt == 2 and int((kind == 2).sum()) == tokens == gt * gh * gw // cfg.vision_config.spatial_merge_size ** 2
+    start = int((ids == cfg.video_start_token_id).nonzero()[0])
+    end = int((ids == cfg.video_end_token_id).nonzero()[0])
+    inside = (ids == cfg.image_token_id) & (torch.arange(len(ids)) > start) & (torch.arange(len(ids)) < end)
+    assert int(inside.sum()) == tokens and int((ids == cfg.image_token_id).sum()) == tokens  # no image outside
+    # the span: start, then per group <|begin_of_image|> tokens <|end_of_image|> and a timestamp, then the end
+    assert end - start == 1 + gt * (tokens // gt + 2 + 1)
