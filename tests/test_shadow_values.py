@@ -182,3 +182,22 @@ def test_like_fills_and_tuple_index_writes_keep_values():
         mask[rows, cols] = False
         kept = [emb[i][mask[i]] for i in range(2)]
     assert [k.shape[0] for k in kept] == [16 - 1, 16 - 2]
+
+
+def test_packed_mask_channel_is_read_back_from_a_cat():
+    """GLM-5 Next's indexer (modeling_glm5_next.py ``Glm5NextIndexer``): ``cat([k, gate, mask.to(float)[..., None]],
+    -1)``, through a cache's ``cat([empty, packed], 1)``, then ``packed[..., -1].bool()`` and ``split(...)`` read the
+    mask back; the keys have no values, the mask channel has (trace/slice_shadows.py)."""
+    sv = ShadowValues()
+    mask = torch.empty(2, 5, dtype=torch.long, device="meta")
+    sv.attach(mask, torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]))
+    k = torch.empty(2, 5, 4, device="meta")
+    with sv:
+        packed = torch.cat([k, k, mask.to(torch.float32)[..., None]], dim=-1)  # [2, 5, 4 + 4 + 1]
+        packed = torch.cat([torch.empty(0, device="meta"), packed], dim=1)  # DynamicCache.update_indexer
+        valid = packed[..., -1].bool()
+        assert sv.value(valid).tolist() == [[False, False, True, True, True], [True] * 5]
+        keys, gate, channel = torch.split(packed, [4, 4, 1], dim=-1)
+        assert sv.value(channel.bool().squeeze(-1)).tolist() == sv.value(valid).tolist()
+        assert sv.value(keys) is None and sv.value(packed[..., 3:5]) is None  # keys; a slice across two parts
+        assert k[valid].shape == (3 + 5, 4)  # boolean index: 3 valid keys in row 0, 5 in row 1

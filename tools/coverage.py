@@ -500,6 +500,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     if with_vision and getattr(cfg, "vision_config", 0) is None and vision_class is not None:
         cfg.vision_config = vision_class()
     _query_image_token(cfg)
+    _navit_tokens(cfg)
     _voxtral_audio_token(cfg)
     _radio_tokens(cfg)
     _omni_vision_tokens(cfg)
@@ -519,6 +520,10 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _speech_projector_width(cfg)
     _codec_upsample_groups(cfg)
     _dia_cross_attention(cfg)
+    _qsa_indexer(cfg)
+    _deepstack_projectors(cfg)
+    _unused_sliding_window(cfg)
+    _vq_vocabulary(cfg)
     return cfg
 
 
@@ -766,6 +771,93 @@ def _query_image_token(cfg) -> None:
                 setattr(cfg, key, 2 ** 30)
 
 
+# Qwen4-Exp's QSA indexer (configuration_qwen4_exp.py, transformers 5.23): the class leaves its five fields None,
+# while its "indexed_attention" layers (every 4th by default) build the indexer and compute budget // compress_ratio;
+# validate_architecture asks for kv heads 1, budget a multiple of the ratio and a head at least the rotary width.
+QSA_INDEXER = {"indexer_n_heads": HEADS, "indexer_kv_heads": 1, "indexer_budget": 8, "indexer_compress_ratio": 4}
+
+
+def _qsa_indexer(cfg) -> None:
+    """Qwen4-Exp: the indexer fields a tiny step needs (:data:`QSA_INDEXER`, head width the tiny head dim)."""
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    if "indexed_attention" in (getattr(text, "layer_types", None) or ()) and hasattr(text, "indexer_budget") \
+            and text.indexer_budget is None:
+        for key, value in {**QSA_INDEXER, "indexer_head_dim": text.head_dim}.items():
+            setattr(text, key, value)
+
+
+# Granite 4 Vision (configuration_granite4_vision.py, transformers 5.23) leaves deepstack_layer_map and
+# downsample_rate None; released granite-vision-4.1 configs set deepstack_layer_map [[-19, 9], [-13, 6], [-7, 3],
+# [-1, 0]] (vision layer, LLM layer), downsample_rate "4/8" (a 4x4 query per 8x8 window of patches) and
+# spatial_target_layers [12, 15, 18, 21] (the class default too). The tiny step keeps four deepstack and four spatial
+# projectors, their layers folded into the tiny towers (vision layer -1 or -2, LLM layer index mod LAYERS), and the
+# rate's 1/2 with a 2x2 query per 4x4 window: a tiny tower's image is 4x4 patches (32 px / 8 px), no 8x8 window.
+# Its __post_init__ gives the window Q-Former vision_config.hidden_size // 64 heads (18 for SigLIP's 1152), none for
+# the tiny 32: the tiny vision tower is 64 wide (one Q-Former head), as the config rebuilds it on every load.
+QFORMER_HEAD_WIDTH = 64
+DEEPSTACK_LAYER_MAP = [(-19, 9), (-13, 6), (-7, 3), (-1, 0)]
+TINY_DOWNSAMPLE_RATE = "2/4"
+
+
+def _deepstack_projectors(cfg) -> None:
+    """Granite 4 Vision: the deepstack map and downsample rate of a released checkpoint, folded into the tiny model."""
+    if not (hasattr(cfg, "deepstack_layer_map") and cfg.deepstack_layer_map is None):
+        return
+    text_layers = cfg.text_config.num_hidden_layers
+    cfg.deepstack_layer_map = [(-1 - (v != -1), l % text_layers) for v, l in DEEPSTACK_LAYER_MAP]
+    cfg.spatial_target_layers = [l % text_layers for l in cfg.spatial_target_layers]
+    cfg.downsample_rate = TINY_DOWNSAMPLE_RATE
+    cfg.vision_config.hidden_size = QFORMER_HEAD_WIDTH
+    q = cfg.qformer_config  # as Granite4VisionConfig.__post_init__ sets it
+    q.hidden_size = q.encoder_hidden_size = QFORMER_HEAD_WIDTH
+    q.num_attention_heads = QFORMER_HEAD_WIDTH // 64
+
+
+# Step3p7's text model builds a sliding-window mask on every forward (modeling_step3p7.py Step3p7TextModel:
+# ``create_sliding_window_causal_mask``, which raises without ``sliding_window``), while the class leaves the window
+# None and every layer "full_attention" (configuration_step3p7.py, transformers 5.23): a window for that unused mask.
+UNUSED_SLIDING_WINDOW = 512
+
+
+def _unused_sliding_window(cfg) -> None:
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    if getattr(cfg, "model_type", None) == "step3p7" and text.sliding_window is None \
+            and "sliding_attention" not in text.layer_types:
+        text.sliding_window = UNUSED_SLIDING_WINDOW
+
+
+# Chameleon's and Emu3's configs take the checkpoint's vocabulary_map (every token's name and id; None by default): the tiny
+# config gets a laid-out one (model_spec/vq_tokens.py) for a tiny codebook that fits the tiny vocabulary
+TINY_CODEBOOK = 64
+TINY_VQ_BASE_CHANNELS = 32
+
+
+def _vq_vocabulary(cfg) -> None:
+    from memgraph.model_spec.vq_tokens import is_vq_tokens, synthetic_vocabulary_map
+
+    if is_vq_tokens(cfg) and cfg.vocabulary_map is None:
+        vq = cfg.vq_config  # Chameleon's codebook is num_embeddings, Emu3's codebook_size
+        setattr(vq, "codebook_size" if hasattr(vq, "codebook_size") else "num_embeddings", TINY_CODEBOOK)
+        cfg.vocabulary_map = synthetic_vocabulary_map(TINY_CODEBOOK, cfg.get_text_config().vocab_size, cfg.model_type)
+        cfg.image_token_id = cfg.vocabulary_map["<image>"]
+        if hasattr(vq, "codebook_size"):
+            # Emu3's VQ attention runs on the last level's channels, base_channels * channel_multiplier[-1]
+            # (1024 = 256 * 4 in the class defaults, its hidden_size too): the shrunk hidden size with base channels
+            # to match (GroupNorm's 32 groups need every level's channels a multiple of 32)
+            vq.base_channels = TINY_VQ_BASE_CHANNELS
+            vq.hidden_size = TINY_VQ_BASE_CHANNELS * vq.channel_multiplier[-1]
+
+
+def _navit_tokens(cfg) -> None:
+    """MiniCPM-V 4.6 / 4.7 and MiniCPM-OCR leave image_token_id and video_token_id None (configuration_minicpmv4_6.py,
+    transformers 5.23; the released checkpoints set the tokenizer's ids): ids past any vocabulary here, which
+    :func:`_remap_tokens` maps to unused ids of the tiny one."""
+    if getattr(cfg, "downsample_mode", None) is not None and hasattr(cfg, "image_token_id"):
+        for offset, key in enumerate(("image_token_id", "video_token_id")):
+            if getattr(cfg, key, 0) is None:
+                setattr(cfg, key, 2 ** 30 + offset)
+
+
 # -- one architecture -----------------------------------------------------------------------------------
 @dataclass
 class Row:
@@ -830,8 +922,23 @@ def _spec_and_options(task: str, model_type: str, class_name: str):
         layout = layout_of(cfg)  # a video model (InstructBLIP-Video) takes its one video, no image; Mistral 4 and Evolla none
         kw.update(seq_len=IMAGE_TEXT_SEQ_LEN, images=None if layout in ("query-video", "text-only", "protein") else 1,
                   image_size=56 if layout in ("grid", "soft", "flattened", "merge-sizes", "patch-tokens", "patch-budget") else None)
+        if layout == "navit":  # MiniCPM-V: one 32-px view of the tiny tower's patches (navit_slices.py)
+            kw["image_size"] = 32
+        if layout == "naflex":  # LFM2-VL: the smallest view its processor makes (64 tokens), then the usual text
+            from memgraph.model_spec.multimodal_inputs import smart_resize
+            from memgraph.model_spec.naflex_tiles import single_view
+
+            kw["image_size"] = 256
+            kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + single_view(cfg, 256, 256, smart_resize)[2]
         if processor_size(cfg):  # Florence-2: its processor's size is a setting; 64 px keeps the tiny step small
             kw["image_size"] = 64
+            from memgraph.model_spec.vq_tokens import resizes_by_pixels
+
+            if resizes_by_pixels(cfg):  # Emu3 resizes into [512^2, 1024^2] pixels: a 64-px budget keeps it 64 px
+                from memgraph.model_spec.vq_tokens import vq_tokens_per_image
+
+                kw["min_pixels"] = 64 * 64  # its 8 x (8 + 1) = 72 image tokens, then the usual text
+                kw["seq_len"] = IMAGE_TEXT_SEQ_LEN + vq_tokens_per_image(cfg, 64, 64)
         if layout == "soft":  # Gemma 4 resizes a 56-px image up into its patch budget: its soft tokens, then text
             from memgraph.model_spec.soft_token_patches import soft_tokens
 
@@ -1101,10 +1208,6 @@ KNOWN_MISSES = {
                            "gradient and no AdamW state (48 KB); the trace assumes balanced routing "
                            "(trace/shadow_values.py balanced_routing): the steady state of a run whose batches "
                            "reach every expert (the choice follows random weights meta has no values for)",
-    "glm5_next": "trace: GLM-5's sparse-attention indexer packs the attention mask into a float tensor beside its "
-                 "keys and reads it back as a boolean index (modeling_glm5_next.py ``valid_keys = "
-                 "packed_states[..., -1].bool()``); a float tensor has no shadow values, so the boolean index "
-                 "(nonzero) has no answer on meta",
 }
 
 

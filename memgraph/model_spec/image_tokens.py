@@ -26,6 +26,7 @@ import torch
 from memgraph.errors import MemgraphError
 from memgraph.model_spec.anyres import is_anyres, tiles_per_image
 from memgraph.model_spec.auto_classes import auto_class
+from memgraph.model_spec.vq_tokens import VQ_PROCESSOR_SIZES, vq_tokens_per_image
 
 
 @dataclass(frozen=True)
@@ -180,19 +181,39 @@ def _aria(cfg, height: int, width: int) -> ImageProbe:
 # the probe runs outside the trace (model_spec sits below trace/shadow_values.py, which answers that test in the
 # trace from ImageInput's declared no-zero fact), so their count is the processor's own rule, from the file
 # named in each rule.
+# Step3p7's vision tower (modeling_step3p7.py Step3p7VisionModel, transformers 5.23): a ViT of ``patch_size`` patches,
+# then two 3x3 convolutions of stride 2 and padding 1 (``downsampler1`` / ``downsampler2``), each ceil(side / 2)
+STEP3P7_DOWNSAMPLERS = 2
+
+
+def _step3p7(cfg, height=None, width=None) -> ImageProbe:
+    """processing_step3p7.py: the global view's ``(size // (vision_patch_size * 4)) ** 2`` tokens (169 for the released
+    728 px, 14 px patches); the tower's own arithmetic here (its RoPE grid is built with ``tolist()``, which a meta
+    probe cannot read). An image no larger than the global view (and not elongated) gets no local crops."""
+    v = cfg.vision_config
+    side_h, side_w = height // v.patch_size, width // v.patch_size
+    for _ in range(STEP3P7_DOWNSAMPLERS):
+        side_h, side_w = -(-side_h // 2), -(-side_w // 2)
+    return ImageProbe(side_h * side_w)
+
+
 FAMILY_RULES = {"idefics3": _idefics3, "smolvlm": _idefics3, "idefics2": _idefics2,
                 # reads image_sizes back on the model's device (Mistral Large 4: the same split,
                 # modeling_mistral_large4.py get_image_features)
                 "mistral3": _mistral3, "mistral_large4": _mistral3, "granite_docling": _granite_docling,
                 # reads the vision tower's patch mask back (Tensor.item() on meta); its count is a table lookup
-                "aria": _aria}
+                "aria": _aria, "step3p7": _step3p7,
+                # its codes are picked by argmin and read back on the CPU to map them to token ids (vq_tokens.py)
+                "chameleon": lambda cfg, height, width: ImageProbe(vq_tokens_per_image(cfg, height, width)),
+                "emu3": lambda cfg, height, width: ImageProbe(vq_tokens_per_image(cfg, height, width), image_sizes=True)}
 
 
 # Models whose vision config names no image size: the size their released processor resizes every image to, and
 # the processor's setting that --image-size stands for (its tokens still come from get_image_features)
 # - Florence-2: 768 x 768 (the released preprocessor_config.json, whose image_seq_length 577 = (768 / 32)^2 + 1 is
 #   what get_image_features returns for it)
-PROCESSOR_SIZES = {"florence2": (768, 768)}
+# - Chameleon: 512 x 512 (vq_tokens.py)
+PROCESSOR_SIZES = {"florence2": (768, 768), **VQ_PROCESSOR_SIZES}
 
 
 def processor_size(cfg) -> tuple[int, int] | None:
@@ -209,6 +230,11 @@ def high_res_size(cfg) -> tuple[int, int] | None:
 
 def feature_rows(out, hidden: int, what: str) -> int:
     features = getattr(out, "pooler_output", None)
+    deepstack = getattr(out, "deepstack_features", None)
+    if features is None and deepstack:
+        # Granite 4 Vision: (LLM layer, features) per projector, each the image tokens' rows (the first one checked
+        # against the image tokens, modeling_granite4_vision.py ``get_placeholder_mask``)
+        features = deepstack[0][1]
     if features is None:
         features = out if isinstance(out, (torch.Tensor, list, tuple)) else getattr(out, "last_hidden_state", None)
     tensors = [features] if isinstance(features, torch.Tensor) else list(features or [])

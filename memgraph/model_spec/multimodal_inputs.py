@@ -77,8 +77,11 @@ from memgraph.model_spec.protein_text_inputs import is_protein_text, protein_tex
 from memgraph.model_spec.soft_token_patches import VIDEO_MAX_SOFT_TOKENS, is_soft_token_patches, soft_tokens
 from memgraph.model_spec.soft_token_patches import patch_inputs as soft_patch_inputs
 from memgraph.model_spec.vision_backend import missing_vision_backend
+from memgraph.model_spec.vq_tokens import is_vq_tokens, processed_size, resizes_by_pixels
+from memgraph.model_spec.navit_slices import is_navit_slices, navit_inputs
+from memgraph.model_spec.naflex_tiles import is_naflex_tiles, naflex_inputs
 from memgraph.model_spec.video_inputs import (
-    fixed_size_video, frame_groups, frames_as_images, omni_second_per_grid, takes_video,
+    fixed_size_video, frame_groups, frames_as_images, omni_second_per_grid, takes_video, video_span,
 )
 from memgraph.model_spec.vision_prefix_inputs import is_vision_prefix, vision_prefix_inputs
 from memgraph.model_spec.patch_grid import grid_tokens, is_patch_grid, merge_of, patch_row_shape, temporal_of
@@ -162,15 +165,21 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     if audio is not None and layout != "grid":
         raise MemgraphError(f"--audio-seconds: memgraph lays out audio beside images for Qwen2-VL-style (grid) omni "
                             f"thinkers only, not {getattr(cfg, 'model_type', '?')}: drop --audio-seconds")
-    if layout not in ("grid", "merge-sizes"):  # (patch-budget: its budget is in patches, not pixels)
-        refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))
+    if layout not in ("grid", "merge-sizes") and not resizes_by_pixels(cfg):  # (patch-budget: its budget is in
+        refuse_pixel_flags(opts, getattr(cfg, "model_type", "?"))      # patches; Emu3 resizes by pixel count, vq_tokens.py)
     notes = ()
-    if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "patch-tokens", "policy", "global-view", "cross", "prefix", "patch-rows", "fixed", "image-attention", "flattened") \
+    if getattr(opts, "video_frames", None) and layout in ("text-only", "document", "protein", "patch-tokens", "policy",
+                                                           "global-view", "cross", "prefix", "patch-rows", "fixed",
+                                                           "image-attention", "flattened", "navit", "naflex") \
             and not (layout == "fixed" and takes_video(cfg)):
         raise NoImageTextLayout(f"--video-frames: memgraph has no video input for {getattr(cfg, 'model_type', '?')} "
                             "(Qwen2-VL-style models, LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and "
                             "InstructBLIP-Video take one): drop --video-frames")
-    if layout == "query-video":
+    if layout == "navit":
+        inputs = navit_inputs(cfg, opts, defaults, dtype, _kit())
+    elif layout == "naflex":
+        inputs = naflex_inputs(cfg, opts, defaults, dtype, _kit())
+    elif layout == "query-video":
         inputs = _query_video(cfg, opts, defaults, dtype)
     elif layout == "document":
         inputs, note = _document(cfg, opts, defaults, dtype)
@@ -241,7 +250,7 @@ def _kit() -> SimpleNamespace:
     flattened_patches.py) build a batch with, handed to them (they do not import this module)."""
     return SimpleNamespace(known=_known, image_input=ImageInput, image_hw=image_hw, native_size=_native_size,
                            seq=_seq, images=_images, too_short=_too_short, sample_text_ids=sample_text_ids,
-                           vision_of=vision_of)
+                           vision_of=vision_of, smart_resize=smart_resize)
 
 
 def layout_of(cfg) -> str | None:
@@ -253,6 +262,8 @@ def layout_of(cfg) -> str | None:
     if is_patch_rows(cfg):
         return "patch-rows"  # Fuyu: no vision tower, raw patches (patch_row_inputs.py)
     vision = vision_of(cfg)
+    if vision is None and is_vq_tokens(cfg) and isinstance(_token(cfg, "image_token_id"), int):
+        return "fixed"  # Chameleon: a VQ-GAN's codes as image tokens, the processor's fixed crop (vq_tokens.py)
     if vision is None and is_document(cfg, model_class_for(cfg)):
         return "document"  # UDOP: tokens with word boxes and the page image (document_inputs.py)
     if vision is None and is_policy(cfg, model_class_for(cfg)):
@@ -263,6 +274,10 @@ def layout_of(cfg) -> str | None:
         return "text-only" if is_text_only(cfg, model_class_for(cfg)) else None  # Mistral 4 (text_only_inputs.py)
     if is_merge_sizes(model_class_for(cfg)):
         return "merge-sizes"  # VideoLLaMA 3: its merge per image / video an input (merge_size_inputs.py)
+    if is_navit_slices(cfg, model_class_for(cfg)) and isinstance(_token(cfg, "image_token_id"), int):
+        return "navit"  # MiniCPM-V 4.6/4.7, MiniCPM-OCR: packed patch rows and target_sizes (navit_slices.py)
+    if is_naflex_tiles(cfg) and isinstance(_token(cfg, "image_token_id"), int):
+        return "naflex"  # LFM2-VL: padded NaFlex patch rows, spatial_shapes (naflex_tiles.py)
     if is_flattened_patches(cfg, model_class_for(cfg)):
         return "flattened"  # Pix2Struct: variable-resolution patches in a budget (flattened_patches.py)
     if is_cross_attention(cfg, model_class_for(cfg)):
@@ -397,7 +412,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     vision, text = vision_of(cfg), cfg.get_text_config()
     native = _native_size(vision) or processor_size(cfg)
     requested = opts.image_size or defaults.get("image_size") or native
-    h, w = image_hw(requested)
+    h, w = processed_size(cfg, opts, *image_hw(requested), smart_resize)  # Emu3's smart resize (vq_tokens.py); else as given
     if (h, w) != native and not is_anyres(cfg) and not processor_size(cfg):
         size = f"{native[0]}" if native[0] == native[1] else f"{native[0]}x{native[1]}"
         raise MemgraphError(
@@ -709,7 +724,8 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     groups = [(per_image, 1, 0)] * n
     if video:
         groups += [(per_video // video[0], 2, 1)] * video[0] if frame_groups(cfg) else [(per_video, 2, 0)]
-    need = 1 + sum(t + 2 + gap for t, _, gap in groups) + (per_audio + 2 if audio else 0)
+    span = video_span(cfg) if video else None  # GLM-5 Next: <|begin_of_video|> frames <|end_of_video|>
+    need = 1 + sum(t + 2 + gap for t, _, gap in groups) + (per_audio + 2 if audio else 0) + (2 if span else 0)
     if seq < need:
         what = (f"{n} image(s) of {per_image} visual tokens" + (f" and a video of {per_video}" if video else "")
                 + (f" and {per_audio} audio tokens" if audio else ""))
@@ -720,12 +736,20 @@ def _qwen2_vl(cfg, opts, defaults, dtype, audio=None) -> list[InputSpec]:
     start = _token(cfg, "vision_start_token_id", "image_start_token_id")
     end = _token(cfg, "vision_end_token_id", "image_end_token_id")
     pos = 1
-    for tokens, code, gap in groups:
+    for i, (tokens, code, gap) in enumerate(groups):
+        if span and i == n:  # the video's first frame
+            ids[:, pos] = span[0]
+            vision_tokens[:, pos] = True
+            pos += 1
         ids[:, pos] = start if start is not None else ids[:, pos]
         kind[:, pos + 1:pos + 1 + tokens] = code
         ids[:, pos + 1 + tokens] = end if end is not None else ids[:, pos + 1 + tokens]
         vision_tokens[:, pos:pos + tokens + 2 + gap] = True
         pos += tokens + 2 + gap
+    if span:
+        ids[:, pos] = span[1]
+        vision_tokens[:, pos] = True
+        pos += 1
     if n:
         ids[kind == 1] = _token(cfg, "image_token_id", "image_token_index")
     if video:

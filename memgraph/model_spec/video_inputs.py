@@ -55,14 +55,27 @@ def is_video_class_name(class_name: str) -> bool:
 # each ``<|begin_of_image|>`` tokens ``<|end_of_image|>`` and the frame's timestamp (processing_glm4v.py
 # ``replace_frame_token_id``), and find them by the image token (modeling_glm4v.py ``get_placeholder_mask``:
 # "special_video_mask is special_image_mask"; the same in glm4v_moe, glm46v and glm_ocr, transformers 5.23)
-FRAMES_AS_IMAGES = frozenset({"glm4v", "glm4v_moe", "glm46v", "glmga", "glm_ocr"})
+FRAMES_AS_IMAGES = frozenset({"glm4v", "glm4v_moe", "glm46v", "glmga", "glm_ocr", "glm5_next"})
+# GLM-5 Next tells a video's frames from images by the span around them: image tokens between
+# ``<|begin_of_video|>`` and ``<|end_of_video|>`` (modeling_glm5_next.py ``get_placeholder_mask``: "img token == vid
+# token so we differentiate by start/end spans"; the chat template writes them around ``<|video|>``, which
+# processing_glm5_next.py ``replace_video_token`` expands into the frames, transformers 5.23)
+VIDEO_SPANS = frozenset({"glm5_next"})
 # Qwen3-VL and the models built on it write each temporal patch of a video as its own group too, ``<t seconds>``
 # ``<|vision_start|>`` video tokens ``<|vision_end|>`` (processing_qwen3_vl.py ``replace_video_token``), and their
 # rope index takes one grid per group (modeling_qwen3_vl.py ``get_rope_index``: ``video_grid_thw`` repeated per
 # frame, ``t`` set to 1; the same in qwen3_vl_moe, qwen3_5, qwen3_5_moe, cosmos3_edge, cosmos3_omni and
-# cohere_compass (processing_cohere_compass.py ``replace_video_token``), transformers 5.23)
+# cohere_compass (processing_cohere_compass.py ``replace_video_token``); qwen4_exp takes Qwen3VLProcessor
+# (auto/processing_auto.py) and the same rope index (modeling_qwen4_exp.py ``get_rope_index``), transformers 5.23)
 FRAME_GROUPS = FRAMES_AS_IMAGES | {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "cosmos3_edge", "cosmos3_omni",
-                                   "cohere_compass"}
+                                   "cohere_compass", "qwen4_exp"}
+
+
+def video_span(cfg) -> tuple[int, int] | None:
+    """(video start id, video end id) written around a video's frames where the model reads that span, else None."""
+    if getattr(cfg, "model_type", None) not in VIDEO_SPANS:
+        return None
+    return cfg.video_start_token_id, cfg.video_end_token_id
 
 
 def frames_as_images(cfg) -> bool:

@@ -92,6 +92,7 @@ from memgraph.private_api import (
 )
 from memgraph.private_api import disable_current_modes as _disable_current_modes
 from memgraph.trace.record.recorder import without_dynamo_wrapper
+from memgraph.trace.slice_shadows import SliceShadows
 
 aten = torch.ops.aten
 
@@ -152,8 +153,10 @@ class ShadowValues(TorchDispatchMode):
         self.answered = 0  # value-dependent ops answered from shadows (for tests and notes)
         self.routed = 0  # router top-k/argmax results given balanced values (notes)
         self.guessed = 0  # one-element bool reads without values, answered True (notes)
+        self.codes = 0  # VQ nearest-code argmin results given spread values (notes)
         self._no_zero = WeakIdKeyDictionary()  # meta float tensor -> name of the input declared to have no 0.0
         self.declared: dict[str, int] = {}  # input name -> comparisons with 0 answered from its declared fact
+        self._slices = SliceShadows()  # a cat of shadowed and valueless parts: the shadowed ones (slice_shadows.py)
 
     # -- seeds ------------------------------------------------------------------------------
     def attach(self, t: torch.Tensor, value: torch.Tensor) -> None:
@@ -227,6 +230,11 @@ class ShadowValues(TorchDispatchMode):
                               "assignment (every expert the same number of tokens); the real routing depends on the "
                               "weights (trace/shadow_values.py balanced_routing)", per_layer=("routed",),
                               routed=self.routed))
+        if self.codes:
+            notes.append(Note("image codes: {codes} VQ nearest-codebook argmin results without values given a spread "
+                              "of valid codes (the real codes depend on the image and the codebook; only the count "
+                              "of codes sizes the step) (trace/shadow_values.py balanced_routing)",
+                              per_layer=("codes",), codes=self.codes))
         if self.guessed:
             notes.append(Note("guessed reads: {guessed} one-element bool tests of values the trace does not have "
                               "answered True (e.g. activation-range checks); branches that allocate differently "
@@ -294,6 +302,11 @@ class ShadowValues(TorchDispatchMode):
             return out
         if self._values or _makes_values(func, args, kwargs, out):
             self._propagate(func, args, kwargs, out)
+        if packet is aten.cat and self._values and _is_meta(out) and out not in self._values:
+            self._slices.record_cat(args[0], args[1] if len(args) > 1 else kwargs.get("dim", 0), out, self.value)
+        elif self._slices and packet in (aten.select, aten.slice, aten.split, aten.split_with_sizes):
+            for m, v in self._slices.derive(func, args, kwargs, out):
+                self._values.setdefault(m, v)
         return out
 
     # -- helpers ----------------------------------------------------------------------------
@@ -315,7 +328,10 @@ class ShadowValues(TorchDispatchMode):
         value = balanced_routing(tuple(x.shape), dim, k, keep)
         if tuple(value.shape) == tuple(indices.shape):
             self._values[indices] = value
-            self.routed += 1
+            if func is aten.argmin.default:
+                self.codes += 1
+            else:
+                self.routed += 1
 
     def _from_no_zero(self, func, args, kwargs, out) -> bool:
         """Ops on a tensor declared to have no 0.0: a comparison with 0 gets its exact value as a shadow (True: the
@@ -528,8 +544,10 @@ _KEEPS_VALUES = {
     aten.narrow, aten.movedim, aten.flatten, aten.unflatten, aten.lift_fresh,
 }
 
-# Router decisions on float logits: topk (MoE top-k gating), argmax and max(dim) (top-1 routers, e.g. Switch).
-_ROUTING = {aten.topk.default, aten.argmax.default, aten.max.dim}
+# Router decisions on float logits: topk (MoE top-k gating), argmax and max(dim) (top-1 routers, e.g. Switch);
+# argmin: a VQ-GAN's nearest codebook entry (Chameleon's quantizer, modeling_chameleon.py, whose codes are read back
+# on the CPU to map them to token ids): a spread of valid codes, as balanced as the routers'.
+_ROUTING = {aten.topk.default, aten.argmax.default, aten.max.dim, aten.argmin.default}
 
 
 def balanced_routing(shape: tuple[int, ...], dim: int, k: int, keepdim: bool = True) -> torch.Tensor:

@@ -91,6 +91,7 @@ register(
     # small reductions over token ids and masks (vision-language inputs, packed-sequence checks)
     "aten.cumsum", "aten.prod", "aten.max", "aten._is_all_true",
     "aten.any",  # bitsandbytes' int8_vectorwise_quant outlier search (model_spec/quantize.py, --quantize 8bit)
+    "aten.argmin",  # a VQ-GAN quantizer's nearest codebook entry (Chameleon, Emu3: model_spec/vq_tokens.py)
     # max/min over dims (a stable softmax's shift, absmax scales); their backward is composite (eq, sum, div, mul).
     # torch.profiler on the CPU (torch 2.13): the reduced output only, plus a transient of two elements
     # (the kernel's 0-d partial) when every dim is reduced, freed within the op
