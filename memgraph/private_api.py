@@ -1952,3 +1952,23 @@ def forget_attention_choice(config) -> None:
     build without ``attn_implementation`` picks transformers' default per sub-model again."""
     require("transformers_config_attention_reset")
     config._attn_implementation = None
+
+
+# --compile --strategy fsdp (memgraph/compiled/strategies.py): ``nn.Module.compile(**kw)`` (public) sets the private
+# ``_compiled_call_impl = torch.compile(self._call_impl, **kw)``, which ``nn.Module._wrapped_call_impl`` calls instead
+# of ``_call_impl``; the trace wraps that compiled call in its own (memgraph/compiled/step.py _CompiledCall). Read from
+# torch 2.13.0 torch/nn/modules/module.py (Module.compile, _wrapped_call_impl).
+@_guard("module_compiled_call", "torch", "torch 2.13.0, torch/nn/modules/module.py Module.compile")
+def _check_module_compiled_call():
+    source = inspect.getsource(torch.nn.Module.compile)
+    if "self._compiled_call_impl = torch.compile(self._call_impl" not in source:
+        return "nn.Module.compile no longer sets _compiled_call_impl = torch.compile(self._call_impl, ...)"
+    if "_compiled_call_impl" not in inspect.getsource(torch.nn.Module._wrapped_call_impl):
+        return "nn.Module._wrapped_call_impl no longer calls _compiled_call_impl"
+    return None
+
+
+def wrap_module_compiled_call(module: torch.nn.Module, wrap: Callable) -> None:
+    """``module``, already ``module.compile(...)``d, calls ``wrap(its compiled call)`` instead."""
+    require("module_compiled_call")
+    module._compiled_call_impl = wrap(module._compiled_call_impl)
