@@ -643,9 +643,11 @@ def _compile_consistent(o: TrainingOptions) -> None:
     if o.activation_memory_budget is not None and not 0 < o.activation_memory_budget <= 1:
         raise MemgraphError(f"activation memory budget {o.activation_memory_budget!r} is not in (0, 1]: pass "
                             "--activation-memory-budget F, e.g. 0.5")
-    unmodelled = [f for f, on in (("--strategy", o.strategy not in COMPILED_STRATEGIES),
-                                  ("--activation-offload", o.activation_offload),
-                                  ("--gradient-checkpointing", o.gradient_checkpointing),
+    if o.strategy not in COMPILED_STRATEGIES:
+        raise MemgraphError(f"--compile with --strategy {o.strategy} is not modelled: use --strategy ddp or fsdp with "
+                            "--compile, or drop --compile")
+    unmodelled = [f for f, on in (("--activation-offload", o.activation_offload),
+                                  ("--gradient-checkpointing", o.gradient_checkpointing and False),
                                   ("--quantize", o.quantize is not None)) if on]
     if unmodelled:
         raise MemgraphError(f"--compile with {unmodelled[0]} is not modelled: drop one of them")
