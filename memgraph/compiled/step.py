@@ -11,6 +11,7 @@ from memgraph.compiled.graph_breaks import one_line
 from memgraph.compiled.graphs import GraphStats
 from memgraph.compiled.inductor_cpu import InductorOnMeta
 from memgraph.compiled.inductor_cuda import InductorCudaCompiler
+from memgraph.compiled.rng_state import rng_state_ops_recorded
 from memgraph.compiled.scope import compile_scope
 from memgraph.compiled.strategies import compile_per_unit
 from memgraph.facts.gpus import get_gpu
@@ -46,7 +47,8 @@ class CompiledStep:
         torch._dynamo.reset()
         api.dynamo_counters["graph_break"].clear()
         try:
-            with self.backend.context(), dynamo_guards_see_dispatch_modes(), _dispatch_modes_not_compiled():
+            with self.backend.context(), dynamo_guards_see_dispatch_modes(), _dispatch_modes_not_compiled(), \
+                    rng_state_ops_recorded():
                 yield self
         finally:
             self._breaks = dict(api.dynamo_counters["graph_break"])

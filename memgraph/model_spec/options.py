@@ -647,7 +647,6 @@ def _compile_consistent(o: TrainingOptions) -> None:
         raise MemgraphError(f"--compile with --strategy {o.strategy} is not modelled: use --strategy ddp or fsdp with "
                             "--compile, or drop --compile")
     unmodelled = [f for f, on in (("--activation-offload", o.activation_offload),
-                                  ("--gradient-checkpointing", o.gradient_checkpointing),
                                   ("--quantize", o.quantize is not None)) if on]
     if unmodelled:
         raise MemgraphError(f"--compile with {unmodelled[0]} is not modelled: drop one of them")
