@@ -11,6 +11,8 @@ Measured (torch 2.13.0+cpu, transformers 5.23, -s 32 -b 2, AdamW fused, 2026-11-
   4,498,160 B (64 B unseen frees);
 * tiny-llama fsdp: predicted 2,316,232 / 3,157,276 B; both ranks 2,316,240 / 3,157,284 B (rank 1 147,968 B unseen
   frees: one decoder layer's gathered buffer freed by gloo's worker);
+* tiny-llama-ddp-buckets ddp (DDPOptimizer splits: 2 graphs): predicted 16,940,832 / 17,105,188 B; both ranks
+  16,940,844 / 17,105,188 B;
 * tiny-llama LoRA r 8 (one process): predicted 1,956,444 / 1,985,148 B, measured 1,956,476 / 1,985,180 B;
 * tiny-llama gradient checkpointing (one process): predicted 3,233,944 / 3,316,380 B, measured 3,233,956 /
   3,316,380 B.
@@ -31,7 +33,8 @@ DDP_BUCKETS = "tests/configs/tiny-llama-ddp-buckets.json"  # 3.6 MiB of paramete
 @pytest.mark.parametrize("model, strategy, graphs", [
     (TINY["tiny-llama"], "ddp", "1 graph, 3 graph breaks"),  # 789 KiB of parameters: one bucket, one graph
     (TINY["tiny-llama"], "fsdp", "2 graphs, 0 graph breaks"),  # one per decoder layer (layer 1 recompiles on layer_idx)
-], ids=["tiny-llama-ddp", "tiny-llama-fsdp"])
+    (DDP_BUCKETS, "ddp", "2 graphs, 3 graph breaks"),  # DDPOptimizer's split: a 1 MiB first bucket, then the rest
+], ids=["tiny-llama-ddp", "tiny-llama-fsdp", "ddp-buckets-split"])
 def test_compiled_per_rank_prediction_matches_gloo_processes(model, strategy, graphs):
     opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", nproc=2, strategy=strategy, compile=True)
     record = measure(model, "cpu", opts)
