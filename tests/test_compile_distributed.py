@@ -75,7 +75,12 @@ def test_ddp_graph_split_on_the_cuda_target_is_refused_in_one_line():
 
 def test_compile_with_ddp_and_fsdp_is_accepted_and_other_strategies_refused():
     for strategy in ("ddp", "fsdp"):
-        TrainingOptions(target="cpu", nproc=2, strategy=strategy, compile=True, gradient_checkpointing=True)
+        TrainingOptions(target="cpu", nproc=2, strategy=strategy, compile=True)
+        # fsdp measured (2 gloo ranks, tiny-llama -s 32 -b 2): 2,738,076 B predicted, 2,898,340 B real (-5.5%)
+        with pytest.raises(MemgraphError, match=f"^--compile with --gradient-checkpointing and --strategy {strategy} "
+                                                "is not modelled"):
+            TrainingOptions(target="cpu", nproc=2, strategy=strategy, compile=True, gradient_checkpointing=True)
+    TrainingOptions(target="cpu", compile=True, gradient_checkpointing=True)  # one process: measured, accepted
     for strategy in ("tp", "zero1"):
         with pytest.raises(MemgraphError, match=f"^--compile with --strategy {strategy} is not modelled: use "
                                                 "--strategy ddp or fsdp"):
