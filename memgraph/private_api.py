@@ -2023,6 +2023,7 @@ def rng_state_hops_for(mode_types, save: Callable, run_with: Callable):
 # torch/_functorch/_aot_autograd/runtime_wrappers.py (FakifiedOutWrapper).
 @_guard("fakify_first_call", "torch", "torch 2.13.0, torch/_guards.py TracingContext.fakify_first_call")
 def _check_fakify_first_call():
+    import torch._functorch.aot_autograd  # noqa: F401 (runtime_wrappers alone is a circular import)
     from torch._functorch._aot_autograd import runtime_wrappers
 
     if "fakify_first_call" not in inspect.getsource(torch._guards.TracingContext.__init__):
