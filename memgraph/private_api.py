@@ -1952,3 +1952,90 @@ def forget_attention_choice(config) -> None:
     build without ``attn_implementation`` picks transformers' default per sub-model again."""
     require("transformers_config_attention_reset")
     config._attn_implementation = None
+
+
+# --compile --strategy fsdp (memgraph/compiled/strategies.py): ``nn.Module.compile(**kw)`` (public) sets the private
+# ``_compiled_call_impl = torch.compile(self._call_impl, **kw)``, which ``nn.Module._wrapped_call_impl`` calls instead
+# of ``_call_impl``; the trace wraps that compiled call in its own (memgraph/compiled/step.py _CompiledCall). Read from
+# torch 2.13.0 torch/nn/modules/module.py (Module.compile, _wrapped_call_impl).
+@_guard("module_compiled_call", "torch", "torch 2.13.0, torch/nn/modules/module.py Module.compile")
+def _check_module_compiled_call():
+    source = inspect.getsource(torch.nn.Module.compile)
+    if "self._compiled_call_impl = torch.compile(self._call_impl" not in source:
+        return "nn.Module.compile no longer sets _compiled_call_impl = torch.compile(self._call_impl, ...)"
+    if "_compiled_call_impl" not in inspect.getsource(torch.nn.Module._wrapped_call_impl):
+        return "nn.Module._wrapped_call_impl no longer calls _compiled_call_impl"
+    return None
+
+
+def wrap_module_compiled_call(module: torch.nn.Module, wrap: Callable) -> None:
+    """``module``, already ``module.compile(...)``d, calls ``wrap(its compiled call)`` instead."""
+    require("module_compiled_call")
+    module._compiled_call_impl = wrap(module._compiled_call_impl)
+
+
+# --compile with --gradient-checkpointing (memgraph/compiled/rng_state.py): Inductor's code for a checkpointed region
+# calls the higher-order ops ``run_and_save_rng_state`` (forward: the generator's state saved beside a random op's
+# output) and ``run_with_rng_state`` (the recompute in backward: the op run again from that state); a higher-order op
+# under a dispatch mode runs the function registered for that mode's exact class in its ``python_key_table``
+# (``HigherOrderOperator.py_impl(mode class)``), with the mode popped. Read from torch 2.13.0, torch/_prims/
+# rng_prims.py, torch/_ops.py (HigherOrderOperator.py_impl, dispatch).
+@_guard("rng_state_hops", "torch", "torch 2.13.0, torch/_prims/rng_prims.py and torch/_ops.py HigherOrderOperator")
+def _check_rng_state_hops():
+    from torch._prims import rng_prims
+
+    for name in ("run_and_save_rng_state", "run_with_rng_state"):
+        hop = getattr(rng_prims, name)
+        if not isinstance(hop, torch._ops.HigherOrderOperator) or not isinstance(hop.python_key_table, dict):
+            return f"torch._prims.rng_prims.{name} is no longer a HigherOrderOperator with a python_key_table"
+        if not isinstance(getattr(hop, "_dispatch_cache", None), dict):
+            return f"torch._prims.rng_prims.{name} has no _dispatch_cache dict"
+    return None
+
+
+@contextlib.contextmanager
+def rng_state_hops_for(mode_types, save: Callable, run_with: Callable):
+    """While open, ``run_and_save_rng_state`` under a mode of one of ``mode_types`` runs ``save(mode, op, *args,
+    **kwargs)`` and ``run_with_rng_state`` runs ``run_with(mode, rng_state, op, *args, **kwargs)``."""
+    require("rng_state_hops")
+    from torch._prims import rng_prims
+
+    added = []
+    try:
+        for hop, fn in ((rng_prims.run_and_save_rng_state, save), (rng_prims.run_with_rng_state, run_with)):
+            for cls in mode_types:
+                if cls not in hop.python_key_table:
+                    hop.python_key_table[cls] = fn
+                    added.append((hop, cls))
+            hop._dispatch_cache.clear()
+        yield
+    finally:
+        for hop, cls in added:
+            hop.python_key_table.pop(cls, None)
+            hop._dispatch_cache.clear()
+
+
+# --compile --strategy ddp on the cuda target (memgraph/compiled/aot_graphs.py): Dynamo's DDPOptimizer compiles each
+# bucket's subgraph with ``TracingContext.fakify_first_call`` set (torch/_dynamo/backends/distributed.py
+# FakeifyFirstAOTInvocationGuard), and AOTAutograd's first call then returns the forward graph's output values
+# (``FakifiedOutWrapper.pre_compile`` reads them from the partitioned forward graph's output node), which feed the next
+# subgraph's compile. Read from torch 2.13.0 torch/_guards.py (TracingContext) and
+# torch/_functorch/_aot_autograd/runtime_wrappers.py (FakifiedOutWrapper).
+@_guard("fakify_first_call", "torch", "torch 2.13.0, torch/_guards.py TracingContext.fakify_first_call")
+def _check_fakify_first_call():
+    import torch._functorch.aot_autograd  # noqa: F401 (runtime_wrappers alone is a circular import)
+    from torch._functorch._aot_autograd import runtime_wrappers
+
+    if "fakify_first_call" not in inspect.getsource(torch._guards.TracingContext.__init__):
+        return "torch._guards.TracingContext no longer has fakify_first_call"
+    if "fakify_first_call" not in inspect.getsource(runtime_wrappers.FakifiedOutWrapper.pre_compile):
+        return "FakifiedOutWrapper.pre_compile no longer reads fakify_first_call"
+    return None
+
+
+def outputs_fakified_first() -> bool:
+    """True while AOTAutograd compiles a graph whose first call returns its forward graph's output values
+    (DDPOptimizer's subgraphs)."""
+    require("fakify_first_call")
+    context = torch._guards.TracingContext.try_get()
+    return bool(context is not None and context.fakify_first_call)

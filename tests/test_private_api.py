@@ -139,6 +139,10 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
                                "_dispatch_has_kernel_for_dispatch_key"),
     "inductor_cuda": ("torch._inductor.scheduler", "has_triton", None, "has_triton"),
     "fake_mode_key": ("torch._C", "_get_dispatch_mode", None, "_get_dispatch_mode"),
+    "module_compiled_call": ("torch.nn.Module", "compile", lambda self, *a, **k: None, "nn.Module.compile"),
+    "rng_state_hops": ("torch._prims.rng_prims", "run_and_save_rng_state", None, "run_and_save_rng_state"),
+    "fakify_first_call": ("torch._functorch._aot_autograd.runtime_wrappers", "FakifiedOutWrapper", None,
+                          "FakifiedOutWrapper"),
     "op_schema_aliasing": ("torch.ops.aten.add_.Tensor", "_schema", torch.ops.aten.add.Tensor._schema,
                            "aten::add_.Tensor"),
 }

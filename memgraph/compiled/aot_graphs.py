@@ -14,7 +14,17 @@ import torch
 from functorch.compile import aot_module_simplified, make_boxed_func
 
 from memgraph.compiled.graphs import GraphStats
-from memgraph.private_api import compile_internals, composite_ops_decompose_on_meta
+from memgraph.errors import MemgraphError
+from memgraph.private_api import compile_internals, composite_ops_decompose_on_meta, outputs_fakified_first
+
+
+# Dynamo's DDPOptimizer splits a DDP model's graph at DDP's buckets (the first 1 MiB of parameters, then 25 MiB each,
+# torch 2.13 torch/_dynamo/backends/distributed.py) and compiles each piece with AOTAutograd returning the forward's
+# output values on the first call; on the cuda target those are the fake CUDA tensors Inductor compiled for, which the
+# meta trace cannot run on (a CPU build aborts on a CUDA device guard).
+DDP_SPLIT_ON_CUDA = ("--compile --strategy ddp on the cuda target: Dynamo's DDPOptimizer splits this model's graph at "
+                     "DDP's gradient buckets (more than 1 MiB of parameters), which memgraph models on the cpu target "
+                     "only: use --target cpu, or drop --compile")
 
 
 class GraphsOnMeta:
@@ -47,6 +57,8 @@ class GraphsOnMeta:
 
     def _partition(self, joint, joint_inputs, **kwargs):
         if self.inductor is not None:  # Inductor's joint-graph passes first (on the graph made CUDA), as its own
+            if outputs_fakified_first():  # DDPOptimizer's subgraphs (compiled/strategies.py): their first call
+                raise MemgraphError(DDP_SPLIT_ON_CUDA)  # returns the forward's CUDA output values (not modelled)
             return self.inductor.partition(joint, joint_inputs, self._partitioned, **kwargs)  # partition step does
         return self._partitioned(joint, joint_inputs, **kwargs)
 
@@ -57,3 +69,4 @@ class GraphsOnMeta:
 def _as_is(gm: torch.fx.GraphModule, _example_inputs):
     """The graph itself, called with a list of inputs (AOTAutograd's boxed calling convention)."""
     return make_boxed_func(gm.forward)
+

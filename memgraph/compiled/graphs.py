@@ -37,10 +37,15 @@ def graph_on(gm: torch.fx.GraphModule, device: torch.device) -> torch.fx.GraphMo
 
 
 def tensor_bytes(value) -> int:
-    """Bytes of a (fake) tensor's elements; 0 for anything else (SymInts, None)."""
+    """Bytes of a (fake) tensor's elements (a symbolic size by its hint); 0 for anything else (SymInts, None)."""
     if not isinstance(value, torch.Tensor):
         return 0
-    return value.numel() * value.element_size()
+    n = value.numel() * value.element_size()
+    if isinstance(n, torch.SymInt):  # the generator state a checkpointed region saves (compiled/rng_state.py) is
+        from torch.fx.experimental.symbolic_shapes import optimization_hint  # sized by its real one (in __all__)
+
+        return optimization_hint(n)
+    return n
 
 
 def saved_bytes(backward: torch.fx.GraphModule, joint: torch.fx.GraphModule) -> int:

@@ -11,10 +11,13 @@ from memgraph.compiled.graph_breaks import one_line
 from memgraph.compiled.graphs import GraphStats
 from memgraph.compiled.inductor_cpu import InductorOnMeta
 from memgraph.compiled.inductor_cuda import InductorCudaCompiler
+from memgraph.compiled.rng_state import rng_state_ops_recorded
 from memgraph.compiled.scope import compile_scope
+from memgraph.compiled.strategies import compile_per_unit
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.unknowns import BoundedUnknown
-from memgraph.private_api import compile_internals, dynamo_guards_see_dispatch_modes, torch_function_modes_popped
+from memgraph.private_api import (compile_internals, dynamo_guards_see_dispatch_modes, torch_function_modes_popped,
+                                  wrap_module_compiled_call)
 from memgraph.units import human_bytes
 
 # torch.compile(mode=...) for each --compile-mode (torch 2.13, torch/__init__.py compile): "default" is mode=None
@@ -44,7 +47,8 @@ class CompiledStep:
         torch._dynamo.reset()
         api.dynamo_counters["graph_break"].clear()
         try:
-            with self.backend.context(), dynamo_guards_see_dispatch_modes(), _dispatch_modes_not_compiled():
+            with self.backend.context(), dynamo_guards_see_dispatch_modes(), _dispatch_modes_not_compiled(), \
+                    rng_state_ops_recorded():
                 yield self
         finally:
             self._breaks = dict(api.dynamo_counters["graph_break"])
@@ -67,9 +71,18 @@ class CompiledStep:
         """``step`` (memgraph/step/build.py Step) as the compiled run has it: the model compiled, and with
         ``--compile-loss`` / ``--compile-optimizer`` the loss function and the optimizer's ``step`` too
         (memgraph/compiled/scope.py), each with memgraph's backend."""
-        step.runner = self.wrap(step.runner)
+        if compile_per_unit(step, self._compile_unit):  # FSDP2: each block (memgraph/compiled/strategies.py)
+            step.runner = _Counted(step.runner, self.stats)
+        else:
+            step.runner = self.wrap(step.runner)
         compile_scope(step, lambda fn: _CompiledCall(fn, torch.compile(fn, backend=self.backend, dynamic=False),
                                                      self.stats, counts=False))
+
+    def _compile_unit(self, unit) -> None:
+        """``unit.compile(backend=...)`` as torchtune writes it, its compiled call made through :class:`_CompiledCall`
+        (not counted: the runner's call counts the step)."""
+        unit.compile(backend=self.backend, dynamic=False)
+        wrap_module_compiled_call(unit, lambda c: _CompiledCall(unit, c, self.stats, counts=False))
 
     def notes(self) -> list[str]:
         s = self.stats
@@ -129,6 +142,20 @@ class _CompiledCall:
         return getattr(self._runner, name)
 
 
+class _Counted:
+    """The runner of a per-block compile (its blocks compiled, itself eager): each call is a new call of the step."""
+
+    def __init__(self, runner, stats: GraphStats):
+        self._runner, self._stats = runner, stats
+
+    def __call__(self, *args, **kwargs):
+        self._stats.call += 1
+        return self._runner(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._runner, name)
+
+
 _TORCH_TENSOR = torch.tensor
 
 
@@ -179,7 +206,8 @@ def compile_step_for_real(step) -> None:
     """``step`` compiled as a user compiles it (``memgraph measure --compile``): the model, and with
     ``--compile-loss`` / ``--compile-optimizer`` the loss function and the optimizer's ``step`` (scope.py)."""
     opts = step.options
-    step.runner = compile_for_real(step.runner, opts)
+    if not compile_per_unit(step, lambda unit: _compile_unit_for_real(unit, opts)):
+        step.runner = compile_for_real(step.runner, opts)
     compile_scope(step, lambda fn: compile_for_real(fn, opts))
 
 
@@ -190,6 +218,13 @@ def compile_for_real(model: torch.nn.Module, opts):
     if opts.activation_memory_budget is None:
         return compiled
     return _Budgeted(compiled, opts.activation_memory_budget)
+
+
+def _compile_unit_for_real(unit: torch.nn.Module, opts) -> None:
+    """``unit.compile(mode=...)`` as torchtune's compile_model writes it (memgraph/compiled/strategies.py)."""
+    unit.compile(mode=REAL_MODE[opts.compile_mode])
+    if opts.activation_memory_budget is not None:
+        wrap_module_compiled_call(unit, lambda c: _Budgeted(c, opts.activation_memory_budget))
 
 
 class _Budgeted:

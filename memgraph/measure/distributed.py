@@ -169,7 +169,12 @@ def _unreported_free_bytes(events) -> int:
             live[ptr] = nbytes
         else:
             live.pop(ptr, None)
-    held = {t.untyped_storage().data_ptr() for t in _cpu_tensors()}
+    held = set()
+    for t in _cpu_tensors():
+        try:
+            held.add(t.untyped_storage().data_ptr())
+        except RuntimeError:  # a fake tensor Dynamo's caches keep after a compiled run (--compile): holds no memory
+            continue
     return lost + sum(nbytes for ptr, nbytes in live.items() if ptr not in held)
 
 

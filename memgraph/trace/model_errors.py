@@ -30,6 +30,9 @@ def model_failures(model: str, where: Callable[[], tuple[str, str, int]]):
     except MemgraphError:
         raise
     except Exception as e:
+        refused = _memgraph_refusal(e)
+        if refused is not None:  # memgraph's own refusal, wrapped by the code it ran in (Dynamo's BackendCompilerFailed)
+            raise MemgraphError(str(refused).split("\n")[0]) from None  # without the notes torch.fx appended
         phase, module, iteration = where()
         if phase not in MODEL_PHASES or innermost_is_memgraph(e):
             raise
@@ -41,3 +44,16 @@ def model_failures(model: str, where: Callable[[], tuple[str, str, int]]):
         raise call_failure(f"{model}'s code failed on the meta device ({phase} {place}, iteration {iteration})", e,
                            "the model cannot run on these inputs, or does what a trace on the meta device cannot "
                            "(.cuda(), .numpy(), .item() of a computed value): fix the inputs or the model") from e
+
+
+def _memgraph_refusal(e: BaseException) -> MemgraphError | None:
+    """The MemgraphError that ``e`` was raised from, if any: its ``__cause__`` chain, and the ``inner_exception`` a
+    torch.compile backend's failure carries (torch 2.13 torch/_dynamo/exc.py BackendCompilerFailed, public
+    attribute of torch's exception; raised ``from None``)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, MemgraphError):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or getattr(e, "inner_exception", None)
+    return None

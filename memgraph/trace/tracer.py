@@ -89,7 +89,9 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
     progress.stage("building the model")
     # constructor_values: real values for constructors that compute with tensors (build.py _construct)
     step = build_step(spec, opts, device, run, constructor_values=ShadowValues,
-                      checkpoint_context_fn=checkpoint_context_fn)
+                      # --compile: Dynamo takes no custom context_fn (the checkpointed regions' recompute is in its
+                      # graphs, the emulations traced in by the backend: memgraph/compiled/step.py)
+                      checkpoint_context_fn=None if opts.compile else checkpoint_context_fn)
     opts, model, batch_spec, batch, trainable = step.options, step.model, step.batch_spec, step.batch, step.trainable
     shadows = ShadowValues()  # real values of the small integer inputs (token layout, grid sizes)
     # Also with gradient checkpointing: transformers then checks position ids (an arange) for packed
