@@ -1604,6 +1604,65 @@ def dynamo_guards_see_dispatch_modes():
         guards.CheckFunctionManager.__init__ = built
 
 
+
+# --------------------------------------------------------------------------------------------
+# Compile-log text (speed only, never bytes): AOTAutograd prints its joint, forward and backward graphs as text for
+# its logs and its cache entry (torch 2.13.0 torch/_functorch/_aot_autograd/graph_compile.py ``_log_joint_graph``,
+# ``_log_fw_bw_graphs``: ``GraphModule.print_readable`` whenever ``AOTConfig.enable_log``, which
+# ``aot_module_simplified`` always leaves on), and Inductor writes a runnable repro of each graph it compiles
+# (torch/_inductor/compile_fx.py ``_InProcessFxCompile.codegen_and_compile`` calls
+# ``torch._dynamo.repro.after_aot.save_graph_repro`` into a StringIO for a structured-log artifact). memgraph's
+# compiles have no logs and no caches (force_disable_caches), so while they run the two loggers return no text and
+# the repro is not written: 2-3% of ``analyze llama-3-8b --compile``'s CPU time, every graph and buffer the same.
+# Where the functions changed, the text is made as before (a speed-up lost, nothing else): no error.
+# --------------------------------------------------------------------------------------------
+@_guard("compile_log_text", "torch", "torch 2.13.0, torch/_functorch/_aot_autograd/graph_compile.py, "
+        "torch/_dynamo/repro/after_aot.py")
+def _check_compile_log_text():
+    from torch._dynamo.repro import after_aot
+    from torch._functorch._aot_autograd import graph_compile
+
+    problem = _missing(graph_compile, "_log_joint_graph", "_log_fw_bw_graphs") or _missing(after_aot,
+                                                                                           "save_graph_repro")
+    if problem:
+        return problem
+    if _parameters(graph_compile._log_joint_graph) != ["fx_g", "aot_config"]:
+        return "graph_compile._log_joint_graph(fx_g, aot_config) changed"
+    if _parameters(graph_compile._log_fw_bw_graphs)[:2] != ["fw_module", "bw_module"]:
+        return "graph_compile._log_fw_bw_graphs(fw_module, bw_module, ...) changed"
+    return None
+
+
+def _no_joint_text(*_args, **_kwargs) -> None:
+    return None
+
+
+def _no_fw_bw_text(*_args, **_kwargs) -> tuple[None, None]:
+    return None, None
+
+
+def _no_repro(*_args, **_kwargs) -> None:
+    return None
+
+
+@contextlib.contextmanager
+def compile_log_text_skipped():
+    """While open, AOTAutograd's graph texts and Inductor's repro string are not made (see the comment above); a
+    no-op where the touch point changed."""
+    try:
+        require("compile_log_text")
+    except PrivateApiError:
+        yield
+        return
+    from torch._dynamo.repro import after_aot
+    from torch._functorch._aot_autograd import graph_compile
+
+    with mock.patch.object(graph_compile, "_log_joint_graph", _no_joint_text), \
+            mock.patch.object(graph_compile, "_log_fw_bw_graphs", _no_fw_bw_text), \
+            mock.patch.object(after_aot, "save_graph_repro", _no_repro):
+        yield
+
+
 # OpOverload.py_kernels / _dispatch_cache (torch/_ops.py): AOTAutograd traces its joint graph with the Python
 # dispatcher on (torch/_functorch/_aot_autograd), which resolves each op's key from the Python kernels as the C++
 # dispatcher does from C++ ones: an op with a CompositeImplicitAutograd kernel decomposes at the Autograd key only

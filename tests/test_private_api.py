@@ -138,6 +138,7 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
     "composite_meta_kernels": ("torch._C", "_dispatch_has_kernel_for_dispatch_key", None,
                                "_dispatch_has_kernel_for_dispatch_key"),
     "inductor_cuda": ("torch._inductor.scheduler", "has_triton", None, "has_triton"),
+    "compile_log_text": ("torch._dynamo.repro.after_aot", "save_graph_repro", None, "save_graph_repro"),
     "fake_mode_key": ("torch._C", "_get_dispatch_mode", None, "_get_dispatch_mode"),
     "module_compiled_call": ("torch.nn.Module", "compile", lambda self, *a, **k: None, "nn.Module.compile"),
     "rng_state_hops": ("torch._prims.rng_prims", "run_and_save_rng_state", None, "run_and_save_rng_state"),
@@ -150,6 +151,20 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
 
 def test_every_guard_has_a_break_test():
     assert set(BREAKS) == set(api.GUARDS)
+
+
+def test_compile_log_text_is_skipped_only_while_open():
+    """AOTAutograd's graph texts and Inductor's repro are not made inside the context (a speed-up only), and are
+    again after it."""
+    from torch._dynamo.repro import after_aot
+    from torch._functorch._aot_autograd import graph_compile
+
+    originals = (graph_compile._log_joint_graph, graph_compile._log_fw_bw_graphs, after_aot.save_graph_repro)
+    with api.compile_log_text_skipped():
+        assert graph_compile._log_joint_graph(None, None) is None
+        assert graph_compile._log_fw_bw_graphs(None, None, None, None, None) == (None, None)
+        assert after_aot.save_graph_repro(None, None, None, "inductor") is None
+    assert (graph_compile._log_joint_graph, graph_compile._log_fw_bw_graphs, after_aot.save_graph_repro) == originals
 
 
 def _resolve_owner(dotted: str):

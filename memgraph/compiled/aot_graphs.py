@@ -15,7 +15,8 @@ from functorch.compile import aot_module_simplified, make_boxed_func
 
 from memgraph.compiled.graphs import GraphStats
 from memgraph.errors import MemgraphError
-from memgraph.private_api import compile_internals, composite_ops_decompose_on_meta, outputs_fakified_first
+from memgraph.private_api import (compile_internals, compile_log_text_skipped, composite_ops_decompose_on_meta,
+                                  outputs_fakified_first)
 
 
 # Dynamo's DDPOptimizer splits a DDP model's graph at DDP's buckets (the first 1 MiB of parameters, then 25 MiB each,
@@ -38,9 +39,10 @@ class GraphsOnMeta:
 
     def context(self) -> contextlib.ExitStack:
         """The settings of every compile of the trace: the knapsack budget if set; with Inductor, one compile thread
-        (no worker pool) and no on-disk caches (its code here has stub kernels), as the cpu target's."""
+        (no worker pool) and no on-disk caches (its code here has stub kernels), as the cpu target's; no log text."""
         api = compile_internals()
         stack = contextlib.ExitStack()
+        stack.enter_context(compile_log_text_skipped())
         if self.budget is not None:
             stack.enter_context(api.functorch_config.patch(activation_memory_budget=self.budget))
         if self.inductor is not None:

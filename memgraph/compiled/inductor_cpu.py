@@ -16,7 +16,7 @@ import contextlib
 import torch
 
 from memgraph.compiled.graphs import GraphStats, graph_on
-from memgraph.private_api import compile_internals
+from memgraph.private_api import compile_internals, compile_log_text_skipped
 
 _KERNEL_PREFIX = "cpp_"  # Inductor names its C++ kernels cpp_fused_*, cpp_* (torch/_inductor/codegen/cpp.py)
 _META = torch.device("meta")
@@ -77,12 +77,12 @@ class InductorOnMeta:
 
     def context(self) -> contextlib.ExitStack:
         """The settings of every compile of the trace, the lazily compiled backward graphs' included: memgraph's
-        partitioner wrapper, one compile thread, no caches, C++ kernels not built."""
+        partitioner wrapper, one compile thread, no caches, C++ kernels not built, no log text."""
         api = compile_internals()
         config_patches = {"max_autotune": True} if self.mode == "max-autotune-no-cudagraphs" else {}
         config_patches.update(custom_partitioner_fn=_partitioner(self.stats, self.budget), compile_threads=1)
         stack = contextlib.ExitStack()
-        for ctx in (_no_caches(), _budget(api, self.budget), api.inductor_config.patch(config_patches),
+        for ctx in (_no_caches(), compile_log_text_skipped(), _budget(api, self.budget), api.inductor_config.patch(config_patches),
                     _patched(api.AsyncCompile, "cpp_pybinding", _stub_binding)):
             stack.enter_context(ctx)
         return stack
