@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from memgraph.model_spec.options import FSDP_STRATEGIES, TrainingOptions
 
-SHARDED = FSDP_STRATEGIES + ("fsdp+tp",)
+SHARDED = FSDP_STRATEGIES + ("fsdp+tp", "fsdp1")
 KBIT_PREPARATION = ("PEFT 0.21.2 prepare_model_for_kbit_training: {checkpointing}, input embeddings' output "
                     "requires grad, non-quantised bf16/fp16 parameters upcast to float32 (--no-kbit-preparation skips it)")
 KBIT_CHECKPOINTING = ("gradient checkpointing on, use_reentrant=True (its gradient_checkpointing_kwargs={} leaves "
