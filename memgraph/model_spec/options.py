@@ -592,7 +592,9 @@ class TrainingOptions:
                 raise MemgraphError(f"GPU memory {self.gpu_memory!r} is not a byte count: pass --gpu-memory e.g. 48GiB")
             gpu = with_capacity(gpu, self.gpu_memory)
         object.__setattr__(self, "gpu", gpu.key)
-        if not (self.deepspeed is not None and self.precision in MIXED_PRECISIONS):  # DeepSpeed casts, no autocast
+        # DeepSpeed casts, no autocast; so does --strategy fsdp1's MixedPrecision (its CPU ground truth needs it)
+        if not (self.precision in MIXED_PRECISIONS and (self.deepspeed is not None or self.target == "cpu"
+                                                         and self.strategy == "fsdp1" and self.fsdp_mixed_precision)):
             _precision_supported(self.precision, self.target, gpu)
         _knobs_consistent(self)
         _remaining_knobs_consistent(self)

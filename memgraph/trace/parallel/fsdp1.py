@@ -59,6 +59,7 @@ def wrap_fsdp1(model: nn.Module, opts: TrainingOptions, mesh=None) -> tuple[nn.M
     prefetch = opts.fsdp1_backward_prefetch
     with warnings.catch_warnings():  # device_id meta has no index: FSDP1 warns and takes the meta handle's device
         warnings.filterwarnings("ignore", message="FSDP got the argument `device_id`")
+        warnings.filterwarnings("ignore", message="The `NO_SHARD` sharding strategy is deprecated")  # the user's choice
         wrapped = FullyShardedDataParallel(
             model, auto_wrap_policy=policy, sharding_strategy=ShardingStrategy[opts.fsdp1_sharding],
             device_mesh=mesh, device_id=device, use_orig_params=opts.fsdp1_use_orig_params,
