@@ -48,7 +48,22 @@ def wrap_fsdp1(model: nn.Module, opts: TrainingOptions, mesh=None) -> tuple[nn.M
 
     units, rule = fsdp_units(model)
     classes = {type(m) for _, m in units}
-    if rule.startswith("the model's _no_split_modules"):
+    trainable = {p.requires_grad for p in model.parameters()}
+    if len(trainable) == 2 and not opts.fsdp1_use_orig_params:
+        # FSDP1 refuses a FlatParameter of mixed requires_grad without use_orig_params; PEFT 0.21.2's
+        # fsdp_auto_wrap_policy (peft/utils/other.py, after llama-recipes' policies/wrapping.py) wraps every leaf
+        # module whose weight trains (the LoRA A/B) as its own unit, or'ed with the transformer block classes
+        blocks = tuple(classes)
+
+        def peft_policy(m: nn.Module) -> bool:
+            weight = getattr(m, "weight", None)
+            leaf_trains = not any(True for _ in m.children()) and weight is not None and weight.requires_grad
+            return leaf_trains or isinstance(m, blocks)
+
+        policy = functools.partial(lambda_auto_wrap_policy, lambda_fn=peft_policy)
+        rule = "PEFT's fsdp_auto_wrap_policy (each trainable leaf module, or " + rule + ")"
+        units = [(name, m) for name, m in model.named_modules() if name and peft_policy(m)]
+    elif rule.startswith("the model's _no_split_modules"):
         policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=classes)
         rule = "transformer_auto_wrap_policy on " + rule.removeprefix("the model's _no_split_modules: ")
     else:
