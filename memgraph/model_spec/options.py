@@ -461,7 +461,7 @@ class TrainingOptions:
         1, "--nnodes",
         "`fsdp`, `zero2`, `zero3`: hybrid sharding (FSDP2 HSDP) over M nodes of N / M GPUs: a `(replicate, shard)` "
         "`DeviceMesh` of M x N / M, parameters sharded within a node and replicated across nodes (gradients "
-        "all-reduced across them); 1: shard over all N ranks", metavar="M", parse=positive_int, noun="node count")
+        "all-reduced across them); `fsdp1` with `--fsdp1-sharding HYBRID_SHARD`; 1: shard over all N ranks", metavar="M", parse=positive_int, noun="node count")
     no_reshard_after_forward: bool = option(
         False, "--no-reshard-after-forward",
         "`fsdp`: `fully_shard(reshard_after_forward=False)` on the blocks: gathered parameters stay from forward "
@@ -485,7 +485,8 @@ class TrainingOptions:
         False, "--fsdp-mixed-precision",
         "`fsdp`, `zero2`, `zero3` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
         "reduce_dtype=float32)` instead of autocast: float32 shards, parameters gathered and used in bfloat16, "
-        "gradients reduced in float32; assumed there unless `--fsdp-autocast`")
+        "gradients reduced in float32; assumed there unless `--fsdp-autocast`; `fsdp1`: FSDP1's `MixedPrecision` with "
+        "param, reduce and buffer dtypes bfloat16 (accelerate's), also on the cpu target")
     fsdp_autocast: bool = option(
         False, "--fsdp-autocast",
         "`fsdp`, `zero2`, `zero3`, `fsdp+tp` with `--precision bf16-mixed`: autocast over the gathered float32 "
