@@ -35,7 +35,7 @@ MIXED_PRECISION = dict(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, 
 
 # the name of a storage FSDP1's FlatParamHandle re-allocates by resizing (the padded unsharded flat parameter, its
 # bfloat16 shard with mixed precision)
-FSDP1_ALLOC_STORAGE = "FSDP1 _alloc_storage (unsharded flat parameter)"
+FSDP1_ALLOC_STORAGE = "FSDP1 _alloc_storage (gathered flat parameter or low-precision shard)"
 
 
 def wrap_fsdp1(model: nn.Module, opts: TrainingOptions, mesh=None) -> tuple[nn.Module, list[str], str]:
