@@ -197,7 +197,8 @@ class DistributedRun:
         if self.strategy == "fsdp1":  # memgraph/trace/parallel/fsdp1.py
             from memgraph.trace.parallel.fsdp1 import wrap_fsdp1
 
-            wrapped, self._units, self._unit_rule = wrap_fsdp1(model, self.opts, self.mesh() if self.opts.nnodes > 1 else None)
+            wrapped, self._units, self._unit_rule = wrap_fsdp1(model, self.opts, *fsdp_units(model),
+                                                               mesh=self.mesh() if self.opts.nnodes > 1 else None)
             return wrapped
         if self.strategy in TP_STRATEGIES:
             from memgraph.trace.parallel.tensor_parallel import parallelize

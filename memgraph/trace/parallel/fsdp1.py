@@ -38,15 +38,14 @@ MIXED_PRECISION = dict(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, 
 FSDP1_ALLOC_STORAGE = "FSDP1 _alloc_storage (gathered flat parameter or low-precision shard)"
 
 
-def wrap_fsdp1(model: nn.Module, opts: TrainingOptions, mesh=None) -> tuple[nn.Module, list[str], str]:
+def wrap_fsdp1(model: nn.Module, opts: TrainingOptions, units: list[tuple[str, nn.Module]], rule: str,
+               mesh=None) -> tuple[nn.Module, list[str], str]:
     """``model`` wrapped by FSDP1 as ``opts`` says; the names of the units below the root and the rule that chose
-    them. ``mesh``: the (replicate, shard) DeviceMesh of HYBRID_SHARD, else None (the default process group)."""
+    them. ``units`` and ``rule``: FSDP2's units of the model (distributed.py ``fsdp_units``), whose classes the
+    policy wraps. ``mesh``: the (replicate, shard) DeviceMesh of HYBRID_SHARD, else None (the default process group)."""
     from torch.distributed.fsdp import BackwardPrefetch, FullyShardedDataParallel, MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy, transformer_auto_wrap_policy
 
-    from memgraph.trace.parallel.distributed import fsdp_units
-
-    units, rule = fsdp_units(model)
     classes = {type(m) for _, m in units}
     trainable = {p.requires_grad for p in model.parameters()}
     if len(trainable) == 2 and not opts.fsdp1_use_orig_params:
