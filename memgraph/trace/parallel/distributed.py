@@ -21,6 +21,9 @@ data) and wraps the model the way a user does, so the trace holds what rank 0 al
   buffer (``foreach_reduce``). FSDP2 frees and re-allocates the gathered parameters by resizing
   their storages, which the recorder is told of (:meth:`DistributedRecorder.storage_freed`).
 
+* ``fsdp1``: torch's FSDP1 ``FullyShardedDataParallel`` (flat parameters), memgraph/trace/parallel/fsdp1.py; its
+  flat parameters' storage resizes are told to the recorder as FSDP2's are.
+
 ``zero2``/``zero3`` are ``fsdp`` with ``reshard_after_forward`` False/True (:data:`ZERO_MAPPING`); ``zero1`` is DDP
 with ``ZeroRedundancyOptimizer``; ``tp`` is memgraph/trace/parallel/tensor_parallel.py.
 
