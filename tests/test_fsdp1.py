@@ -123,11 +123,13 @@ def test_bad_fsdp1_options_are_one_line(options, message):
     ("tiny-llama", {"precision": "bf16-mixed", "fsdp_mixed_precision": True}, False),
     ("tiny-gpt2", {}, False),
     ("tiny-llama", {"nproc": 4}, False),
+    # HYBRID_SHARD over 2 nodes of 2 (a (replicate, shard) DeviceMesh): measured 16 B above on every rank
+    ("tiny-llama", {"nproc": 4, "nnodes": 2, "fsdp1_sharding": "HYBRID_SHARD"}, False),
     # LoRA: PEFT's policy (measured 48 B above on both ranks; rank 1's steady state +4,144 B with 4,096 B unseen), and
     # use_orig_params with the block policy (48 B; the ranks' shapes differ, their peaks by the LoRA shards' layout)
     ("tiny-llama", {"lora_rank": 8}, False),
     ("tiny-llama", {"lora_rank": 8, "fsdp1_use_orig_params": True}, True),
 ], ids=["full-shard", "shard-grad-op", "no-shard", "use-orig-params", "bf16-mixed-precision", "tiny-gpt2", "4-ranks",
-        "lora-peft-policy", "lora-use-orig-params"])
+        "hybrid-shard", "lora-peft-policy", "lora-use-orig-params"])
 def test_fsdp1_per_rank_prediction_matches_gloo_processes(model, options, uneven):
     check_ranks_against_gloo(model, {"strategy": "fsdp1", **options}, uneven)
