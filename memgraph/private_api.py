@@ -1184,6 +1184,83 @@ def distributed_on_meta(on_alloc_storage: Callable[[torch.Tensor], None],
 
 
 # --------------------------------------------------------------------------------------------
+# fsdp1_on_meta
+#   for: --strategy fsdp1 (memgraph/trace/parallel/fsdp1.py): torch's FSDP1 FullyShardedDataParallel wrapping a model
+#   whose parameters stay on meta, on the fake process group. Read from torch 2.13.0
+#   torch/distributed/fsdp/_init_utils.py and _flat_param.py, torch/distributed/utils.py:
+#   * _init_param_handle_from_module materialises a module with meta parameters (_need_to_materialize_module ->
+#     _materialize_meta_module: to_empty on the compute device and reset_parameters()); the trace keeps them on
+#     meta, so the module is reported as not needing it;
+#   * _FSDPDeviceHandle.from_device(meta) looks up ``torch.meta`` (there is none): FSDP1 gets memgraph's meta handle
+#     (torch.cpu's no-op streams and events, current_device "meta", so _get_compute_device agrees with device_id);
+#   * FlatParamHandle frees and re-allocates the unsharded (and mixed-precision) flat parameters by resizing their
+#     storages (_flat_param._free_storage / _alloc_storage, imported from torch.distributed.utils), which no op
+#     shows: the recorder is told, as for FSDP2 (distributed_on_meta).
+# --------------------------------------------------------------------------------------------
+@_guard("fsdp1_on_meta", "torch", "torch 2.13.0, torch/distributed/fsdp/_init_utils.py and _flat_param.py")
+def _check_fsdp1_on_meta():
+    from torch.distributed.fsdp import _common_utils, _flat_param, _init_utils
+
+    problem = (_missing(_init_utils, "_need_to_materialize_module", "_materialize_meta_module")
+               or _missing(_common_utils._FSDPDeviceHandle, "from_device")
+               or _missing(_flat_param, "_alloc_storage", "_free_storage"))
+    if problem:
+        return problem
+    if "_need_to_materialize_module" not in _init_utils._init_param_handle_from_module.__code__.co_names:
+        return "_init_param_handle_from_module no longer calls _need_to_materialize_module"
+    return None
+
+
+class _Fsdp1MetaDeviceHandle(_MetaDeviceHandle):
+    """FSDP1's device handle for meta: :class:`_MetaDeviceHandle` whose current device is meta."""
+
+    @staticmethod
+    def current_device():
+        return "meta"
+
+
+@contextlib.contextmanager
+def fsdp1_on_meta(on_alloc_storage: Callable[[torch.Tensor], None],
+                  on_free_storage: Callable[[torch.Tensor], None]):
+    """While open, FSDP1 wraps meta modules in place (see the section comment); its flat parameters' storage resizes
+    call ``on_free_storage(t)`` before a free and ``on_alloc_storage(t)`` after an allocation."""
+    require("fsdp1_on_meta")
+    from torch.distributed.fsdp import _common_utils, _flat_param, _init_utils
+
+    original_alloc, original_free = _flat_param._alloc_storage, _flat_param._free_storage
+    original_from_device = _common_utils._FSDPDeviceHandle.from_device.__func__
+    original_materialize = _init_utils._need_to_materialize_module
+    handle = _Fsdp1MetaDeviceHandle()
+
+    def alloc_storage(tensor, size):
+        grows = tensor.untyped_storage().size() != size.numel() * tensor.itemsize
+        original_alloc(tensor, size)
+        if grows:
+            on_alloc_storage(tensor)
+
+    def free_storage(tensor):
+        if tensor.untyped_storage().size() != 0:
+            on_free_storage(tensor)
+        original_free(tensor)
+
+    def from_device(cls, device):
+        return handle if device.type == "meta" else original_from_device(cls, device)
+
+    def need_to_materialize(module, ignored_params, ignored_modules):
+        if any(p.is_meta for p in module.parameters()):
+            return False, False
+        return original_materialize(module, ignored_params, ignored_modules)
+
+    with contextlib.ExitStack() as stack:
+        patch = stack.enter_context
+        patch(mock.patch.object(_init_utils, "_need_to_materialize_module", need_to_materialize))
+        patch(mock.patch.object(_common_utils._FSDPDeviceHandle, "from_device", classmethod(from_device)))
+        patch(mock.patch.object(_flat_param, "_alloc_storage", alloc_storage))
+        patch(mock.patch.object(_flat_param, "_free_storage", free_storage))
+        yield
+
+
+# --------------------------------------------------------------------------------------------
 # transformers_checkpoint_function
 #   for: --checkpoint-impl reentrant on meta: the recompute in backward must re-enter memgraph's
 #   emulations (autocast, SDPA kernel choice) as non-reentrant checkpointing does through context_fn,

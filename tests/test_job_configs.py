@@ -53,8 +53,10 @@ EXPECTED = {
     "litgpt/qlora.yaml": dict(
         model="meta-llama/Llama-2-7b-hf", batch_size=2, grad_accum=4, seq_len=512, quantize="nf4",
         no_kbit_preparation=True, lora_rank=32),
-    "accelerate/fsdp.yaml": dict(model=None, strategy="fsdp", nproc=2, precision="bf16-mixed",
-                                 gradient_checkpointing=False),
+    # no fsdp_version: accelerate's FSDP1; fsdp_sharding_strategy FULL_SHARD and fsdp_backward_prefetch BACKWARD_PRE
+    # are the defaults of --strategy fsdp1, so only fsdp_use_orig_params true is taken besides
+    "accelerate/fsdp.yaml": dict(model=None, strategy="fsdp1", nproc=2, precision="bf16-mixed",
+                                 gradient_checkpointing=False, fsdp1_use_orig_params=True),
     "accelerate/multi_gpu.yaml": dict(model=None, strategy="ddp", nproc=2, precision="bf16-mixed"),
     "accelerate/deepspeed.yaml": dict(model=None),  # the DeepSpeed engine is --deepspeed's; here: ignored, said
     # alignment-handbook's TRL recipes: torch_dtype bfloat16 -> bf16 weights; use_reentrant false
@@ -77,6 +79,36 @@ def test_example_config_is_read(name):
         assert job.options.get(option) == value, option
     for option in job.options:  # every value taken is on a line of the report, with its flag
         assert any(f"-> {flag_name(option)}" in line for line in job.taken), option
+
+
+@pytest.mark.parametrize("fsdp_config, want", [
+    # fsdp_version 2 stays FSDP2 fully_shard; an FSDP1 plugin without fsdp_backward_prefetch is accelerate's
+    # NO_PREFETCH; the 1-based index names the strategy (2 = SHARD_GRAD_OP)
+    ({"fsdp_version": 2}, {"strategy": "fsdp"}),
+    ({"fsdp_sharding_strategy": 2}, {"strategy": "fsdp1", "fsdp1_sharding": "SHARD_GRAD_OP",
+                                     "fsdp1_backward_prefetch": "NONE"}),
+    ({"fsdp_sharding_strategy": "NO_SHARD", "fsdp_backward_prefetch": "BACKWARD_POST"},
+     {"strategy": "fsdp1", "fsdp1_sharding": "NO_SHARD", "fsdp1_backward_prefetch": "BACKWARD_POST"}),
+])
+def test_accelerate_fsdp_version(tmp_path, fsdp_config, want):
+    cfg = tmp_path / "fsdp.yaml"
+    cfg.write_text(json.dumps({"distributed_type": "FSDP", "num_processes": 4, "fsdp_config": fsdp_config}))
+    job = read_job_config(str(cfg))
+    assert {k: job.options.get(k) for k in want} == want
+    assert "fsdp1_use_orig_params" not in job.options  # absent: accelerate's False
+
+
+def test_trainer_fsdp_version_1_is_fsdp1(tmp_path):
+    # transformers 5.23 training_args.py: fsdp_config version 1 hands accelerate the sharding word, backward_prefetch
+    # NO_PREFETCH and use_orig_params true unless given; version 2 (the default) is FSDP2
+    cfg = tmp_path / "args.json"
+    cfg.write_text(json.dumps({"model_name_or_path": TINY, "fsdp": "shard_grad_op auto_wrap",
+                               "fsdp_config": {"version": 1}}))
+    opts = read_job_config(str(cfg)).options
+    assert (opts["strategy"], opts["fsdp1_sharding"], opts["fsdp1_backward_prefetch"], opts["fsdp1_use_orig_params"]) \
+        == ("fsdp1", "SHARD_GRAD_OP", "NONE", True)
+    cfg.write_text(json.dumps({"model_name_or_path": TINY, "fsdp": "full_shard auto_wrap"}))
+    assert read_job_config(str(cfg)).options["strategy"] == "fsdp"
 
 
 def test_deepspeed_plugin_is_said_not_silently_dropped():
@@ -126,8 +158,8 @@ def test_padding_free_concatenates_the_batch(tmp_path, capsys):
 
 def test_model_beside_the_file_names_the_model(capsys):
     r = _analyse([TINY, "--config", str(JOBS / "accelerate/fsdp.yaml"), "-s", "16"], capsys)
-    assert r["options"]["strategy"] == "fsdp" and r["options"]["nproc"] == 2
-    assert any("MixedPrecisionPolicy" in a for a in r["assumptions"])  # accelerate's plugin for bf16
+    assert r["options"]["strategy"] == "fsdp1" and r["options"]["nproc"] == 2
+    assert any("FSDP1 MixedPrecision" in a for a in r["assumptions"])  # accelerate's FSDP1 plugin for bf16
     assert r["job_config"][1] == f"model {TINY} given beside the file"
 
 

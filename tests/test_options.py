@@ -39,7 +39,8 @@ HELP_DEFAULTS = {
     "--gpu-memory": "the --gpu board's", "--context-bytes": "estimated", "--cuda-version": "13 (the PyPI wheel of torch 2.13), 12 on Volta",
     "--module-loading": "lazy",
     "--nproc": "1", "--strategy": "none (one GPU)", "--tp-size": "required with fsdp+tp", "--sequence-parallel": "off",
-    "--nnodes": "1", "--no-reshard-after-forward": "off",
+    "--nnodes": "1", "--no-reshard-after-forward": "off", "--fsdp1-sharding": "FULL_SHARD",
+    "--fsdp1-use-orig-params": "off", "--fsdp1-backward-prefetch": "BACKWARD_PRE",
     "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off", "--fsdp-autocast": "off", "--deepspeed": "none",
     "--activation-offload": "off", "--checkpoint-impl": "non-reentrant", "--checkpoint-every": "1",
     "--compile": "off", "--compile-mode": "default", "--compile-loss": "off", "--compile-optimizer": "off",
@@ -117,7 +118,8 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "gpu_memory": None, "context_bytes": 3 * 2**29, "cuda_version": "12", "module_loading": "eager",  # 1.5 GiB = 3 * 512 MiB
 
             "nproc": 8, "strategy": "ddp", "tp_size": None, "sequence_parallel": False, "nnodes": 1,
-            "no_reshard_after_forward": False, "fsdp_mixed_precision": False, "fsdp_autocast": False, "deepspeed": None,
+            "no_reshard_after_forward": False, "fsdp1_sharding": "FULL_SHARD", "fsdp1_use_orig_params": False,
+            "fsdp1_backward_prefetch": "BACKWARD_PRE", "fsdp_mixed_precision": False, "fsdp_autocast": False, "deepspeed": None,
             "gradient_as_bucket_view": True,
             "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
             "compile": False, "compile_mode": "default", "compile_loss": False, "compile_optimizer": False,

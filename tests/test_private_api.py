@@ -119,6 +119,7 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
         else ("transformers.modeling_layers.GradientCheckpointingLayer", "__init_subclass__",
               classmethod(lambda cls, **kwargs: None), "_gradient_checkpointing_func")),
     "fake_distributed": ("torch.distributed.fsdp._fully_shard._fsdp_param", "free_storage", None, "free_storage"),
+    "fsdp1_on_meta": ("torch.distributed.fsdp._flat_param", "_free_storage", None, "_free_storage"),
     "deepspeed_on_meta": ("deepspeed.runtime.zero.stage3", "defragment", None, "defragment"),
     "deepspeed_cpu_adam_on_meta": ("deepspeed.ops.adam.cpu_adam.DeepSpeedCPUAdam", "step",
                                    lambda self, closure=None: None, "DeepSpeedCPUAdam.step"),

@@ -3,12 +3,14 @@ commands/config/config_args.py ``ClusterConfig``): the world size, the distribut
 plugin, and the mixed precision. It names no model: pass one beside ``--config``.
 
 - ``num_processes``: the total number of processes over all machines -> ``--nproc``;
-- ``distributed_type``: ``MULTI_GPU`` -> ``ddp``; ``FSDP`` with ``fsdp_sharding_strategy`` ``FULL_SHARD`` (or 1)
-  -> ``fsdp``, ``SHARD_GRAD_OP`` (2) -> ``zero2``, ``NO_SHARD`` (3) -> ``ddp``, ``HYBRID_SHARD`` (4) -> ``fsdp``
-  over ``num_machines`` nodes; FSDP2 (``fsdp_version: 2``) says ``fsdp_reshard_after_forward`` instead;
+- ``distributed_type``: ``MULTI_GPU`` -> ``ddp``; ``FSDP`` with ``fsdp_version`` 1 (accelerate's default) ->
+  ``fsdp1`` (FSDP1 FullyShardedDataParallel) with ``fsdp_sharding_strategy`` (``FULL_SHARD``/1, ``SHARD_GRAD_OP``/2,
+  ``NO_SHARD``/3, ``HYBRID_SHARD``/4 over ``num_machines`` nodes), ``fsdp_backward_prefetch`` (absent:
+  accelerate's ``NO_PREFETCH``) and ``fsdp_use_orig_params`` (absent: False); FSDP2 (``fsdp_version: 2``) ->
+  ``fsdp`` with ``fsdp_reshard_after_forward``;
   ``DEEPSPEED`` -> the ``deepspeed`` option with ``deepspeed_config_file``;
 - ``mixed_precision``: ``bf16`` -> ``bf16-mixed``, ``fp16`` -> ``fp16-mixed``, ``no`` -> ``fp32``; under FSDP,
-  accelerate's plugin then sets the FSDP2 MixedPrecisionPolicy (model_spec/framework_defaults.py);
+  accelerate's plugin then sets FSDP1's MixedPrecision or FSDP2's MixedPrecisionPolicy (model_spec/framework_defaults.py);
 - ``fsdp_activation_checkpointing`` -> ``--gradient-checkpointing``.
 """
 
@@ -16,10 +18,13 @@ from __future__ import annotations
 
 from memgraph.job_config import common
 from memgraph.job_config.mapping import JobConfig
+from memgraph.model_spec.options import FSDP1_SHARDING
 
 FORMAT = "accelerate config"
-SHARDING = {"FULL_SHARD": "fsdp", "1": "fsdp", "SHARD_GRAD_OP": "zero2", "2": "zero2", "NO_SHARD": "ddp",
-            "3": "ddp", "HYBRID_SHARD": "fsdp", "4": "fsdp"}
+# accelerate 1.15 utils/constants.py FSDP_SHARDING_STRATEGY (the 1-based index also accepted) and
+# an absent fsdp_backward_prefetch is None in FullyShardedDataParallelPlugin (NO_PREFETCH)
+SHARDING = {"1": "FULL_SHARD", "2": "SHARD_GRAD_OP", "3": "NO_SHARD", "4": "HYBRID_SHARD",
+            **{name: name for name in FSDP1_SHARDING}}
 PRECISION = {"bf16": "bf16-mixed", "fp16": "fp16-mixed", "no": "fp32"}
 
 
@@ -60,6 +65,36 @@ def read(doc: dict, text: str, file) -> JobConfig:
     return job
 
 
+def _fsdp1(job: JobConfig, cfg: dict, doc: dict) -> str | None:
+    """FSDP1 (``fsdp_version`` 1 or absent): ``--strategy fsdp1`` and its knobs."""
+    given = str(cfg.get("fsdp_sharding_strategy", "FULL_SHARD")).upper()
+    sharding = SHARDING.get(given)
+    if sharding is None:
+        job.ignore("fsdp_config.fsdp_sharding_strategy", given, "not a sharding strategy memgraph models")
+        return None
+    version = cfg.get("fsdp_version", "1, accelerate's default")
+    job.take("distributed_type", "FSDP", "strategy", "fsdp1",
+             f"fsdp_version {version}: FSDP1 FullyShardedDataParallel, flat parameters")
+    machines = doc.get("num_machines")
+    if sharding == "HYBRID_SHARD" and not (isinstance(machines, int) and machines > 1):
+        job.ignore("fsdp_config.fsdp_sharding_strategy", given, "HYBRID_SHARD on one machine shards over its GPUs: "
+                   "FULL_SHARD is traced (num_machines sets the node count)")
+    elif sharding != "FULL_SHARD":
+        job.take("fsdp_config.fsdp_sharding_strategy", given, "fsdp1_sharding", sharding)
+        if sharding == "HYBRID_SHARD":
+            job.take("num_machines", machines, "nnodes", machines)
+    prefetch = str(cfg.get("fsdp_backward_prefetch", "NO_PREFETCH")).upper()
+    if prefetch not in common.FSDP1_PREFETCH:
+        job.ignore("fsdp_config.fsdp_backward_prefetch", prefetch, "not a BackwardPrefetch: BACKWARD_PRE is traced")
+    elif common.FSDP1_PREFETCH[prefetch] != "BACKWARD_PRE":
+        job.take("fsdp_config.fsdp_backward_prefetch", cfg.get("fsdp_backward_prefetch", "absent"),
+                 "fsdp1_backward_prefetch", common.FSDP1_PREFETCH[prefetch], "accelerate's default" if
+                 "fsdp_backward_prefetch" not in cfg else "")
+    if common.truthy(cfg.get("fsdp_use_orig_params", False)):
+        job.take("fsdp_config.fsdp_use_orig_params", cfg["fsdp_use_orig_params"], "fsdp1_use_orig_params", True)
+    return "fsdp1"
+
+
 def _fsdp(job: JobConfig, cfg: dict, doc: dict) -> str | None:
     if not isinstance(cfg, dict):
         cfg = {}
@@ -71,16 +106,9 @@ def _fsdp(job: JobConfig, cfg: dict, doc: dict) -> str | None:
         if not common.truthy(reshard):
             job.take("fsdp_config.fsdp_reshard_after_forward", reshard, "no_reshard_after_forward", True)
     else:
-        sharding = str(cfg.get("fsdp_sharding_strategy", "FULL_SHARD")).upper()
-        strategy = SHARDING.get(sharding)
+        strategy = _fsdp1(job, cfg, doc)
         if strategy is None:
-            job.ignore("fsdp_config.fsdp_sharding_strategy", sharding, "not a sharding strategy memgraph models")
             return None
-        job.take("fsdp_config.fsdp_sharding_strategy", sharding, "strategy", strategy,
-                 "FSDP1 traced as FSDP2 fully_shard, which memgraph runs")
-        machines = doc.get("num_machines")
-        if sharding in ("HYBRID_SHARD", "4") and isinstance(machines, int) and machines > 1:
-            job.take("num_machines", machines, "nnodes", machines)
     if cfg.get("fsdp_activation_checkpointing") is not None:
         job.take("fsdp_config.fsdp_activation_checkpointing", cfg["fsdp_activation_checkpointing"],
                  "gradient_checkpointing", common.truthy(cfg["fsdp_activation_checkpointing"]))

@@ -6,6 +6,7 @@ import json
 
 from memgraph.errors import MemgraphError
 from memgraph.job_config.mapping import JobConfig, has_option, positive  # noqa: F401  (positive: re-exported)
+from memgraph.model_spec.options import FSDP1_SHARDING
 
 ATTENTION = {"flash_attention_2": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
 
@@ -130,6 +131,8 @@ def take_packing(job: JobConfig, batch: int, length: int | None, length_key: str
                  "samples padded to the longest in the batch: the longest allowed is assumed")
 
 
+# accelerate 1.15 utils/constants.py FSDP_BACKWARD_PREFETCH names -> --fsdp1-backward-prefetch
+FSDP1_PREFETCH = {"BACKWARD_PRE": "BACKWARD_PRE", "BACKWARD_POST": "BACKWARD_POST", "NO_PREFETCH": "NONE"}
 FSDP_OPTIONS = {"full_shard": "fsdp", "shard_grad_op": "zero2", "hybrid_shard": "fsdp"}
 
 
@@ -139,6 +142,11 @@ def take_fsdp_trainer(job: JobConfig, doc: dict) -> None:
     if value in (None, "", False, []):
         return
     words = value.split() if isinstance(value, str) else [str(v) for v in value] if isinstance(value, list) else []
+    cfg = doc.get("fsdp_config") or {}
+    cfg = {k.removeprefix("fsdp_"): v for k, v in cfg.items()} if isinstance(cfg, dict) else {}
+    if str(cfg.get("version", 2)) == "1":
+        _take_fsdp1_trainer(job, value, words, cfg)
+        return
     strategy = next((FSDP_OPTIONS[w] for w in words if w in FSDP_OPTIONS), "fsdp" if value is True else None)
     if strategy is None:
         job.ignore("fsdp", value, "no sharding strategy memgraph models (full_shard, shard_grad_op)")
@@ -148,15 +156,44 @@ def take_fsdp_trainer(job: JobConfig, doc: dict) -> None:
         job.ignore("fsdp offload", True, "CPU offload of parameters is not modelled: the prediction is without it")
     if "hybrid_shard" in words:
         job.ignore("fsdp hybrid_shard", True, "the node count is not in the file: pass --nnodes")
-    cfg = doc.get("fsdp_config") or {}
-    if isinstance(cfg, dict):
-        cfg = {k.removeprefix("fsdp_"): v for k, v in cfg.items()}  # the Trainer strips the prefix the same way
+    if cfg:  # the Trainer strips the fsdp_ prefix the same way
         if cfg.get("activation_checkpointing") is not None:
             job.take("fsdp_config.activation_checkpointing", cfg["activation_checkpointing"],
                      "gradient_checkpointing", truthy(cfg["activation_checkpointing"]))
         if cfg.get("reshard_after_forward") is not None and not truthy(cfg["reshard_after_forward"]) \
                 and strategy == "fsdp":
             job.take("fsdp_config.reshard_after_forward", cfg["reshard_after_forward"], "no_reshard_after_forward", True)
+
+
+def _take_fsdp1_trainer(job: JobConfig, value, words: list[str], cfg: dict) -> None:
+    """``fsdp_config.version`` 1: FSDP1, as transformers 5.23 training_args.py ``_process_fsdp_args`` hands it to
+    accelerate: the sharding strategy from the ``fsdp`` words (or ``reshard_after_forward``), ``backward_prefetch``
+    default ``NO_PREFETCH``, ``use_orig_params`` default true."""
+    sharding = next((w.upper() for w in words if w.upper() in FSDP1_SHARDING),
+                    str(cfg.get("reshard_after_forward", "full_shard")).upper())
+    if sharding not in FSDP1_SHARDING:
+        job.ignore("fsdp", value, "no FSDP1 sharding strategy memgraph models")
+        return
+    job.take("fsdp_config.version", cfg["version"], "strategy", "fsdp1", "FSDP1 FullyShardedDataParallel, flat parameters")
+    if sharding == "HYBRID_SHARD":
+        job.ignore("fsdp hybrid_shard", True, "the node count is not in the file: FULL_SHARD is traced")
+    elif sharding != "FULL_SHARD":
+        job.take("fsdp", value, "fsdp1_sharding", sharding)
+    prefetch = str(cfg.get("backward_prefetch", "NO_PREFETCH")).upper()
+    mapped = FSDP1_PREFETCH.get(prefetch)
+    if mapped is None:
+        job.ignore("fsdp_config.backward_prefetch", prefetch, "not a BackwardPrefetch: BACKWARD_PRE is traced")
+    elif mapped != "BACKWARD_PRE":
+        job.take("fsdp_config.backward_prefetch", cfg.get("backward_prefetch", "absent"), "fsdp1_backward_prefetch",
+                 mapped, "" if "backward_prefetch" in cfg else "the Trainer's default NO_PREFETCH")
+    if truthy(cfg.get("use_orig_params", True)):
+        job.take("fsdp_config.use_orig_params", cfg.get("use_orig_params", "absent"), "fsdp1_use_orig_params", True,
+                 "" if "use_orig_params" in cfg else "the Trainer's default true")
+    if "offload" in words or truthy(cfg.get("cpu_offload", False)):
+        job.ignore("fsdp offload", True, "CPU offload of parameters is not modelled: the prediction is without it")
+    if cfg.get("activation_checkpointing") is not None:
+        job.take("fsdp_config.activation_checkpointing", cfg["activation_checkpointing"],
+                 "gradient_checkpointing", truthy(cfg["activation_checkpointing"]))
 
 
 def take_deepspeed(job: JobConfig, key: str, value) -> None:

@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from memgraph.model_spec.options import FSDP_STRATEGIES, TrainingOptions
 
-SHARDED = FSDP_STRATEGIES + ("fsdp+tp",)
+SHARDED = FSDP_STRATEGIES + ("fsdp+tp", "fsdp1")
 KBIT_PREPARATION = ("PEFT 0.21.2 prepare_model_for_kbit_training: {checkpointing}, input embeddings' output "
                     "requires grad, non-quantised bf16/fp16 parameters upcast to float32 (--no-kbit-preparation skips it)")
 KBIT_CHECKPOINTING = ("gradient checkpointing on, use_reentrant=True (its gradient_checkpointing_kwargs={} leaves "
@@ -39,6 +39,9 @@ KBIT_CHECKPOINTING = ("gradient checkpointing on, use_reentrant=True (its gradie
 FSDP_POLICY = ("FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16) for bf16-mixed, as accelerate 1.15's FSDP plugin "
                "sets for mixed_precision bf16 (it reduces in bfloat16, memgraph's policy in float32); "
                "--fsdp-autocast: autocast over float32 weights instead")
+FSDP1_POLICY = ("FSDP1 MixedPrecision(param_dtype, reduce_dtype, buffer_dtype bfloat16) for bf16-mixed, as accelerate "
+                "1.15's FSDP plugin sets for fsdp_version 1 and mixed_precision bf16; --fsdp-autocast: autocast over "
+                "float32 weights instead")
 
 
 def uses_kbit_preparation(opts: TrainingOptions) -> bool:
@@ -71,7 +74,7 @@ def framework_defaults(opts: TrainingOptions, hf: bool = True,
     if opts.strategy in SHARDED and opts.precision == "bf16-mixed" and not opts.fsdp_autocast:
         if not opts.fsdp_mixed_precision:
             opts = replace(opts, fsdp_mixed_precision=True)
-        said.append(FSDP_POLICY)
+        said.append(FSDP1_POLICY if opts.strategy == "fsdp1" else FSDP_POLICY)
     if uses_kbit_preparation(opts):
         checkpointing = KBIT_CHECKPOINTING
         if not opts.gradient_checkpointing:

@@ -66,7 +66,7 @@ CHECKPOINT_IMPLS = ("non-reentrant", "reentrant")
 # Vision-language training stages (memgraph/model_spec/stages.py says what each trains).
 STAGES = ("1", "2", "full")
 # Multi-GPU strategies traced per rank on a fake process group (memgraph/trace/parallel/distributed.py)
-STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3", "tp", "fsdp+tp")
+STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3", "tp", "fsdp+tp", "fsdp1")
 # the strategies that apply a tensor-parallel plan (memgraph/trace/parallel/tensor_parallel.py)
 TP_STRATEGIES = ("tp", "fsdp+tp")
 # the strategies that run FSDP2's fully_shard (zero2 = reshard_after_forward=False, zero3 = True)
@@ -74,6 +74,11 @@ FSDP_STRATEGIES = ("fsdp", "zero2", "zero3")
 # the strategies --compile models (memgraph/compiled/strategies.py): none, DDP (the wrapped model compiled whole),
 # FSDP2 (each fully_shard unit compiled, its hooks eager)
 COMPILED_STRATEGIES = (None, "ddp", "fsdp")
+# FSDP1's ShardingStrategy names (torch 2.13 torch/distributed/fsdp/api.py) for --strategy fsdp1
+# (memgraph/trace/parallel/fsdp1.py); HYBRID_SHARD is taken with --nnodes
+FSDP1_SHARDING = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
+# FSDP1's BackwardPrefetch (torch/distributed/fsdp/api.py); NONE: backward_prefetch=None
+FSDP1_BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 # --depth-synthesis (memgraph/trace/shortcuts/depth_run.py): auto = trace a few layers and synthesize the rest, verified
 DEPTH_SYNTHESIS = ("auto", "off")
 # torch.compile modes modelled with --compile (memgraph/compiled/); reduce-overhead is refused (CUDA graphs keep
@@ -442,7 +447,8 @@ class TrainingOptions:
         "`torch.distributed.tensor.parallel` and the model's `base_model_tp_plan` (q/k/v/gate/up column-wise, "
         "o/down row-wise; embedding and head sharded on the vocabulary); `fsdp+tp`: 2-D, a `(dp, tp)` `DeviceMesh` of "
         "N / `--tp-size` x `--tp-size` ranks, the TP plan applied on `tp`, then FSDP2 `fully_shard` over `dp` (torchtitan's "
-        "order)",
+        "order); `fsdp1`: FSDP1 `FullyShardedDataParallel` (flat parameters) with `transformer_auto_wrap_policy` on "
+        "every transformer block (`--fsdp1-sharding`, `--fsdp1-use-orig-params`)",
         choices=STRATEGIES, default_text="none (one GPU)")
     tp_size: int | None = option(
         None, "--tp-size",
@@ -458,16 +464,32 @@ class TrainingOptions:
         1, "--nnodes",
         "`fsdp`, `zero2`, `zero3`: hybrid sharding (FSDP2 HSDP) over M nodes of N / M GPUs: a `(replicate, shard)` "
         "`DeviceMesh` of M x N / M, parameters sharded within a node and replicated across nodes (gradients "
-        "all-reduced across them); 1: shard over all N ranks", metavar="M", parse=positive_int, noun="node count")
+        "all-reduced across them); `fsdp1` with `--fsdp1-sharding HYBRID_SHARD`; 1: shard over all N ranks", metavar="M", parse=positive_int, noun="node count")
     no_reshard_after_forward: bool = option(
         False, "--no-reshard-after-forward",
         "`fsdp`: `fully_shard(reshard_after_forward=False)` on the blocks: gathered parameters stay from forward "
         "to backward")
+    fsdp1_sharding: str = option(
+        "FULL_SHARD", "--fsdp1-sharding",
+        "`fsdp1`: FSDP1's `ShardingStrategy`: `FULL_SHARD` (parameters gathered per unit for forward and again for "
+        "backward), `SHARD_GRAD_OP` (kept unsharded from forward to backward), `NO_SHARD` (replicated, gradients "
+        "all-reduced), `HYBRID_SHARD` (FULL_SHARD within a node, replicated across `--nnodes` nodes)",
+        choices=FSDP1_SHARDING)
+    fsdp1_use_orig_params: bool = option(
+        False, "--fsdp1-use-orig-params",
+        "`fsdp1`: `FullyShardedDataParallel(use_orig_params=True)`: the optimizer sees the original parameters "
+        "(views into the flat parameter); off: FSDP1's default, one `FlatParameter` per unit")
+    fsdp1_backward_prefetch: str = option(
+        "BACKWARD_PRE", "--fsdp1-backward-prefetch",
+        "`fsdp1`: FSDP1's `backward_prefetch`: `BACKWARD_PRE` (torch's default: the next unit's all-gather is issued "
+        "before the current unit's gradient computation), `BACKWARD_POST` (after it), `NONE` (accelerate's default, "
+        "no prefetch)", choices=FSDP1_BACKWARD_PREFETCH)
     fsdp_mixed_precision: bool = option(
         False, "--fsdp-mixed-precision",
         "`fsdp`, `zero2`, `zero3` with `--precision bf16-mixed`: FSDP2's `MixedPrecisionPolicy(param_dtype=bfloat16, "
         "reduce_dtype=float32)` instead of autocast: float32 shards, parameters gathered and used in bfloat16, "
-        "gradients reduced in float32; assumed there unless `--fsdp-autocast`")
+        "gradients reduced in float32; assumed there unless `--fsdp-autocast`; `fsdp1`: FSDP1's `MixedPrecision` with "
+        "param, reduce and buffer dtypes bfloat16 (accelerate's), also on the cpu target")
     fsdp_autocast: bool = option(
         False, "--fsdp-autocast",
         "`fsdp`, `zero2`, `zero3`, `fsdp+tp` with `--precision bf16-mixed`: autocast over the gathered float32 "
@@ -574,7 +596,9 @@ class TrainingOptions:
                 raise MemgraphError(f"GPU memory {self.gpu_memory!r} is not a byte count: pass --gpu-memory e.g. 48GiB")
             gpu = with_capacity(gpu, self.gpu_memory)
         object.__setattr__(self, "gpu", gpu.key)
-        if not (self.deepspeed is not None and self.precision in MIXED_PRECISIONS):  # DeepSpeed casts, no autocast
+        # DeepSpeed casts, no autocast; so does --strategy fsdp1's MixedPrecision (its CPU ground truth needs it)
+        if not (self.precision in MIXED_PRECISIONS and (self.deepspeed is not None or self.target == "cpu"
+                                                         and self.strategy == "fsdp1" and self.fsdp_mixed_precision)):
             _precision_supported(self.precision, self.target, gpu)
         _knobs_consistent(self)
         _remaining_knobs_consistent(self)
@@ -609,7 +633,8 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
                             "or drop it (--strategy tp uses all --nproc ranks)")
     if opts.sequence_parallel and opts.strategy not in TP_STRATEGIES:
         raise MemgraphError("--sequence-parallel is a tensor-parallel option: pass --strategy tp or fsdp+tp, or drop it")
-    if opts.nnodes > 1 and (opts.strategy not in FSDP_STRATEGIES or opts.nproc % opts.nnodes
+    _fsdp1_consistent(opts)
+    if opts.nnodes > 1 and (opts.strategy not in FSDP_STRATEGIES + ("fsdp1",) or opts.nproc % opts.nnodes
                             or opts.nproc // opts.nnodes < 2):
         raise MemgraphError(f"--nnodes {opts.nnodes} with --nproc {opts.nproc} --strategy {opts.strategy}: hybrid "
                             f"sharding needs --strategy {'|'.join(FSDP_STRATEGIES)} and --nproc a multiple of --nnodes "
@@ -617,7 +642,7 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
     if opts.no_reshard_after_forward and opts.strategy not in ("fsdp", "fsdp+tp"):
         raise MemgraphError("--no-reshard-after-forward is an FSDP option: pass --strategy fsdp, or drop it "
                             "(zero2 never reshards after forward, zero3 always does)")
-    sharded = FSDP_STRATEGIES + ("fsdp+tp",)
+    sharded = FSDP_STRATEGIES + ("fsdp+tp", "fsdp1")
     if opts.fsdp_mixed_precision and (opts.strategy not in sharded or opts.precision != "bf16-mixed"):
         raise MemgraphError("--fsdp-mixed-precision replaces autocast under FSDP2: pass --strategy "
                             f"{'|'.join(sharded)} --precision bf16-mixed with it, or drop it")
@@ -627,6 +652,21 @@ def _strategy_consistent(opts: TrainingOptions) -> None:
                             f"{'|'.join(sharded)} --precision bf16-mixed with it, without --fsdp-mixed-precision")
     if opts.gradient_as_bucket_view and opts.strategy not in ("ddp", "zero1"):
         raise MemgraphError("--gradient-as-bucket-view is a DDP option: pass --strategy ddp or zero1, or drop it")
+
+
+def _fsdp1_consistent(opts: TrainingOptions) -> None:
+    """--fsdp1-sharding / --fsdp1-use-orig-params belong to --strategy fsdp1; HYBRID_SHARD goes with --nnodes M > 1."""
+    if opts.strategy != "fsdp1":
+        given = [f for f, on in (("--fsdp1-sharding", opts.fsdp1_sharding != "FULL_SHARD"),
+                                 ("--fsdp1-use-orig-params", opts.fsdp1_use_orig_params),
+                                 ("--fsdp1-backward-prefetch", opts.fsdp1_backward_prefetch != "BACKWARD_PRE")) if on]
+        if given:
+            raise MemgraphError(f"{given[0]} is an FSDP1 option: pass --strategy fsdp1 with it, or drop it")
+        return
+    if (opts.fsdp1_sharding == "HYBRID_SHARD") != (opts.nnodes > 1):
+        raise MemgraphError(f"--fsdp1-sharding {opts.fsdp1_sharding} with --nnodes {opts.nnodes}: HYBRID_SHARD shards "
+                            "within a node and replicates across nodes, so it needs --nnodes M > 1, and --nnodes M > 1 "
+                            "needs --fsdp1-sharding HYBRID_SHARD")
 
 
 def _compile_consistent(o: TrainingOptions) -> None:
@@ -713,7 +753,7 @@ def _remaining_knobs_consistent(o: TrainingOptions) -> None:
             raise MemgraphError(f"--checkpoint-impl {o.checkpoint_impl} needs --gradient-checkpointing")
         if o.checkpoint_every != 1:
             raise MemgraphError(f"--checkpoint-every {o.checkpoint_every} needs --gradient-checkpointing")
-    if o.loss == "chunked-ce" and o.strategy in ("fsdp", "fsdp+tp"):
+    if o.loss == "chunked-ce" and o.strategy in ("fsdp", "fsdp+tp", "fsdp1"):
         raise MemgraphError("--loss chunked-ce calls lm_head outside the FSDP root's forward, where its parameters "
                             "are sharded: drop --loss or --strategy fsdp")
 

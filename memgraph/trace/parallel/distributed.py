@@ -21,6 +21,9 @@ data) and wraps the model the way a user does, so the trace holds what rank 0 al
   buffer (``foreach_reduce``). FSDP2 frees and re-allocates the gathered parameters by resizing
   their storages, which the recorder is told of (:meth:`DistributedRecorder.storage_freed`).
 
+* ``fsdp1``: torch's FSDP1 ``FullyShardedDataParallel`` (flat parameters), memgraph/trace/parallel/fsdp1.py; its
+  flat parameters' storage resizes are told to the recorder as FSDP2's are.
+
 ``zero2``/``zero3`` are ``fsdp`` with ``reshard_after_forward`` False/True (:data:`ZERO_MAPPING`); ``zero1`` is DDP
 with ``ZeroRedundancyOptimizer``; ``tp`` is memgraph/trace/parallel/tensor_parallel.py.
 
@@ -43,7 +46,7 @@ from memgraph.facts.nccl import nccl_buffers
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.model_spec.options import FSDP_STRATEGIES, TP_STRATEGIES, TrainingOptions
 from memgraph.notes import Note
-from memgraph.private_api import clear_dtensor_sharding_cache, distributed_on_meta, fake_store
+from memgraph.private_api import clear_dtensor_sharding_cache, distributed_on_meta, fake_store, fsdp1_on_meta
 from memgraph.trace.record.event_log import Origin, Role
 from memgraph.trace.record.recorder import Recorder
 from memgraph.units import human_bytes
@@ -104,6 +107,8 @@ class DistributedRecorder(Recorder):
     def mark_saved(self, t):
         super().mark_saved(_local(t))
 
+    alloc_storage_name = "FSDP2 alloc_storage (unsharded parameter)"  # FSDP1: fsdp1.py FSDP1_ALLOC_STORAGE
+
     def storage_freed(self, t: torch.Tensor) -> None:
         """FSDP2's ``free_storage`` is about to resize ``t``'s storage to 0 bytes: its block is freed."""
         key = id(t.untyped_storage())
@@ -115,7 +120,7 @@ class DistributedRecorder(Recorder):
     def storage_allocated(self, t: torch.Tensor) -> None:
         """FSDP2's ``alloc_storage`` resized ``t``'s storage back to its size: a new block."""
         if t.device.type == self.device_type:
-            self.register(t, Origin.OP, "FSDP2 alloc_storage (unsharded parameter)", self._module())
+            self.register(t, Origin.OP, self.alloc_storage_name, self._module())
 
 
 class DistributedRun:
@@ -153,7 +158,7 @@ class DistributedRun:
         if self.strategy in TP_STRATEGIES:  # DTensor's cached shardings hold another rank's local shapes
             clear_dtensor_sharding_cache()
         try:
-            patches = distributed_on_meta(self._allocated, self._freed)
+            patches = (fsdp1_on_meta if self.strategy == "fsdp1" else distributed_on_meta)(self._allocated, self._freed)
             patches.__enter__()
         except BaseException:
             dist.destroy_process_group()
@@ -180,6 +185,10 @@ class DistributedRun:
     def attach(self, recorder: Recorder) -> None:
         """The recorder of this trace (DDP's hook and FSDP2's storage resizes report to it)."""
         self.recorder = recorder
+        if self.strategy == "fsdp1" and isinstance(recorder, DistributedRecorder):
+            from memgraph.trace.parallel.fsdp1 import FSDP1_ALLOC_STORAGE
+
+            recorder.alloc_storage_name = FSDP1_ALLOC_STORAGE
 
     # -- wrapping -------------------------------------------------------------------------------
     def wrap(self, model: nn.Module) -> nn.Module:
@@ -188,6 +197,12 @@ class DistributedRun:
             return self._ddp(model)
         if self.strategy in FSDP_STRATEGIES:
             return self._fsdp(model, self.mesh())
+        if self.strategy == "fsdp1":  # memgraph/trace/parallel/fsdp1.py
+            from memgraph.trace.parallel.fsdp1 import wrap_fsdp1
+
+            wrapped, self._units, self._unit_rule = wrap_fsdp1(model, self.opts, *fsdp_units(model),
+                                                               mesh=self.mesh() if self.opts.nnodes > 1 else None)
+            return wrapped
         if self.strategy in TP_STRATEGIES:
             from memgraph.trace.parallel.tensor_parallel import parallelize
 
@@ -302,6 +317,10 @@ class DistributedRun:
                              f"{human_bytes(total)} of trainable parameters. Partitions are whole parameters, "
                              "largest first to the least-loaded rank, so other ranks' shares differ")
             return notes
+        if self.strategy == "fsdp1":
+            from memgraph.trace.parallel.fsdp1 import fsdp1_notes
+
+            return [head + ".", *fsdp1_notes(self.opts, self._units, self._unit_rule, self.rank)]
         if self.strategy in TP_STRATEGIES:
             return [head + ".", *self._tp_notes()] + (self._fsdp_notes() if self.strategy == "fsdp+tp" else [])
         return [head + " (FSDP2 pads dim 0 to a multiple of the world size; rank 0 holds a full shard).",
