@@ -79,6 +79,9 @@ EXPECTED_PARAMS = {
     "llama-3.2-1b": 1_235_814_400,
     "llava-1.5-13b": 13_351_494_656,
     "llava-1.5-7b": 7_063_427_072,
+    # mistral-7b 7_241_732_096 + 2 x 64 x 4_096 (vocab 32_000 -> 32_064, embedding and head) + llava-1.5-7b's CLIP
+    # tower and projector (7_063_427_072 - llama-2-7b 6_738_415_616 - 524_288 = 324_487_168) + image_newline 4_096
+    "llava-next-7b": 7_566_747_648,
     # llava-1.5-7b + LLaVA-NeXT's image_newline (hidden 4096): 7_063_427_072 + 4_096
     "llava-next-video-7b": 7_063_431_168,
     "mistral-7b": 7_241_732_096,
@@ -113,6 +116,7 @@ CARD_FIGURES = {
     "llama-3.2-1b": 1.24e9,
     "llava-1.5-13b": 13.4e9,
     "llava-1.5-7b": 7.06e9,
+    "llava-next-7b": 7.57e9,  # hub badge of llava-hf/llava-v1.6-mistral-7b-hf
     "llava-next-video-7b": 7.06e9,  # hub badge of llava-hf/LLaVA-NeXT-Video-7B-hf
     "mistral-7b": 7.24e9,
     "pixtral-12b": 12.4e9,  # Mistral: "12B parameter multimodal decoder + 400M parameter vision encoder"
