@@ -77,6 +77,7 @@ EXPECTED_PARAMS = {
     "llama-3-8b": 8_030_261_248,
     "llama-3.1-405b": 405_853_388_800,
     "llama-3.2-1b": 1_235_814_400,
+    "llama-3.2-11b-vision": 10_670_220_835,
     "llava-1.5-13b": 13_351_494_656,
     "llava-1.5-7b": 7_063_427_072,
     # mistral-7b 7_241_732_096 + 2 x 64 x 4_096 (vocab 32_000 -> 32_064, embedding and head) + llava-1.5-7b's CLIP
@@ -114,6 +115,7 @@ CARD_FIGURES = {
     "llama-3-8b": 8.03e9,
     "llama-3.1-405b": 405e9,
     "llama-3.2-1b": 1.24e9,
+    "llama-3.2-11b-vision": 10.6e9,  # model card of meta-llama/Llama-3.2-11B-Vision
     "llava-1.5-13b": 13.4e9,
     "llava-1.5-7b": 7.06e9,
     "llava-next-7b": 7.57e9,  # hub badge of llava-hf/llava-v1.6-mistral-7b-hf
@@ -201,3 +203,21 @@ def test_param_count_matches_published(name):
     assert entry["published_params"] == count
     card = CARD_FIGURES[name]
     assert abs(count - card) / card <= CARD_TOLERANCE_FOR.get(name, CARD_TOLERANCE), (count, card)
+
+
+def test_mllama_image_token_in_the_extra_embedding_rows_is_accepted():
+    """Llama 3.2 Vision's released config puts image_token_index 128256 at vocab_size 128256: MllamaTextModel
+    embeds vocab_size + 8 rows (128256 + 8 = 128264), so ids 0 .. 128263 index it and 128264 does not."""
+    from memgraph.errors import MemgraphError
+    from memgraph.model_spec.config_checks import check_token_ids
+
+    entry = load_entry("llama-3.2-11b-vision")
+    assert entry["config"]["image_token_index"] == 128256 == entry["config"]["text_config"]["vocab_size"]
+    check_token_ids(dict(entry["config"]), "zoo")  # accepted: 128256 < 128264
+    check_token_ids({"image_token_index": 128263, "text_config": {"vocab_size": 128256}}, "x", model_type="mllama")
+    with pytest.raises(MemgraphError, match="from 0 to 128,263"):
+        check_token_ids({"image_token_index": 128264, "text_config": {"vocab_size": 128256}}, "x",
+                        model_type="mllama")
+    with pytest.raises(MemgraphError, match="from 0 to 128,255"):  # no extra rows for another model type
+        check_token_ids({"image_token_index": 128256, "text_config": {"vocab_size": 128256}}, "x",
+                        model_type="llava")
