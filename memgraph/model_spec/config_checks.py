@@ -133,22 +133,30 @@ def check_config(config, where: str) -> None:
 TOKEN_ID_FIELDS = ("pad_token_id", "image_token_index", "image_token_id", "video_token_id", "audio_token_id",
                    "audio_token_index", "decoder_start_token_id")
 NO_TOKEN = {"pad_token_id": -1}
+# Embedding rows a model type holds beyond its config's vocab_size, so that token ids up to vocab_size + rows - 1
+# are valid: MllamaTextModel embeds vocab_size + 8 rows (transformers 5.23 models/mllama/modeling_mllama.py,
+# MllamaTextModel.__init__; the same in 5.6), and Llama 3.2 Vision's released config.json puts
+# image_token_index 128256 (<|image|>) at vocab_size 128256, one of those rows.
+EXTRA_EMBEDDING_ROWS = {"mllama": 8}
 
 
-def check_token_ids(values: dict, where: str, vocab_size=None) -> None:
+def check_token_ids(values: dict, where: str, vocab_size=None, model_type=None) -> None:
     """Refuse a token id of ``values`` (a raw config.json object) outside ``vocab_size`` (its own, else the given
-    one: a multimodal config's text vocabulary)."""
+    one: a multimodal config's text vocabulary), widened by the model type's ``EXTRA_EMBEDDING_ROWS`` (``model_type``
+    where the caller has already taken it out of ``values``)."""
     own = values.get("vocab_size")
     text = values.get("text_config")
     vocab = own if _whole(own) else text.get("vocab_size") if isinstance(text, dict) else vocab_size
     if not _whole(vocab):
         return
+    rows = EXTRA_EMBEDDING_ROWS.get(model_type or values.get("model_type"), 0)
+    extra = f" + {rows} extra embedding rows" if rows else ""
     for name in TOKEN_ID_FIELDS:
         value = values.get(name)
-        if value is None or (_whole(value) and (0 <= value < vocab or value == NO_TOKEN.get(name))):
+        if value is None or (_whole(value) and (0 <= value < vocab + rows or value == NO_TOKEN.get(name))):
             continue
         _refuse(where, name, value, f"is a token id and must index the vocabulary: a whole number from 0 to "
-                                    f"{vocab - 1:,} (vocab_size {vocab:,})")
+                                    f"{vocab + rows - 1:,} (vocab_size {vocab:,}{extra})")
 
 
 def check_architectures(value, where: str) -> str:

@@ -161,7 +161,7 @@ def _make_config(data: dict, where: str):
                             f"{_transformers_version()}: fix the config or upgrade transformers")
     check_fields(data, where)
     check_field_names(data, where)
-    check_token_ids(data, where)
+    check_token_ids(data, where, model_type=model_type)
     for key, value in data.items():  # raw sub-configs (text_config, vision_config, ...)
         if isinstance(value, dict):
             check_fields(value, f"{where} ({key})")
