@@ -81,6 +81,7 @@ from memgraph.model_spec.vq_tokens import is_vq_tokens, processed_size, resizes_
 from memgraph.model_spec.navit_slices import is_navit_slices, navit_inputs
 from memgraph.model_spec.naflex_tiles import is_naflex_tiles, naflex_inputs
 from memgraph.model_spec.overlap_crops import is_overlap_crops, overlap_crop_inputs
+from memgraph.model_spec.lossless_heads import missing_training_loss
 from memgraph.model_spec.video_inputs import (
     fixed_size_video, frame_groups, frames_as_images, omni_second_per_grid, takes_video, video_span,
 )
@@ -236,6 +237,9 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
             h, w = image_hw(opts.image_size or defaults.get("image_size") or _native_size(cfg.vision_config))
             notes = (describe_tiles(cfg, model_class_for(cfg), h, w),)
     else:
+        no_loss = missing_training_loss(model_class_for(cfg))
+        if no_loss:  # DiffusionGemma: no loss in transformers, images only as encoder outputs (lossless_heads.py)
+            raise NoImageTextLayout(no_loss)
         missing = missing_vision_backend(cfg)
         if missing:
             raise NoImageTextLayout(f"{getattr(cfg, 'model_type', '?')}'s vision tower needs a package memgraph does "
