@@ -80,6 +80,8 @@ from memgraph.model_spec.vision_backend import missing_vision_backend
 from memgraph.model_spec.vq_tokens import is_vq_tokens, processed_size, resizes_by_pixels
 from memgraph.model_spec.navit_slices import is_navit_slices, navit_inputs
 from memgraph.model_spec.naflex_tiles import is_naflex_tiles, naflex_inputs
+from memgraph.model_spec.overlap_crops import is_overlap_crops, overlap_crop_inputs
+from memgraph.model_spec.lossless_heads import missing_training_loss
 from memgraph.model_spec.video_inputs import (
     fixed_size_video, frame_groups, frames_as_images, omni_second_per_grid, takes_video, video_span,
 )
@@ -179,6 +181,9 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
         inputs = navit_inputs(cfg, opts, defaults, dtype, _kit())
     elif layout == "naflex":
         inputs = naflex_inputs(cfg, opts, defaults, dtype, _kit())
+    elif layout == "overlap-crops":
+        inputs, note = overlap_crop_inputs(cfg, opts, defaults, dtype, _kit())
+        notes = (note,)
     elif layout == "query-video":
         inputs = _query_video(cfg, opts, defaults, dtype)
     elif layout == "document":
@@ -232,6 +237,9 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
             h, w = image_hw(opts.image_size or defaults.get("image_size") or _native_size(cfg.vision_config))
             notes = (describe_tiles(cfg, model_class_for(cfg), h, w),)
     else:
+        no_loss = missing_training_loss(model_class_for(cfg))
+        if no_loss:  # DiffusionGemma: no loss in transformers, images only as encoder outputs (lossless_heads.py)
+            raise NoImageTextLayout(no_loss)
         missing = missing_vision_backend(cfg)
         if missing:
             raise NoImageTextLayout(f"{getattr(cfg, 'model_type', '?')}'s vision tower needs a package memgraph does "
@@ -278,6 +286,8 @@ def layout_of(cfg) -> str | None:
         return "navit"  # MiniCPM-V 4.6/4.7, MiniCPM-OCR: packed patch rows and target_sizes (navit_slices.py)
     if is_naflex_tiles(cfg) and isinstance(_token(cfg, "image_token_id"), int):
         return "naflex"  # LFM2-VL: padded NaFlex patch rows, spatial_shapes (naflex_tiles.py)
+    if is_overlap_crops(cfg) and isinstance(_token(cfg, "image_token_id"), int):
+        return "overlap-crops"  # Molmo 2: overlapping crops pooled by index lists, and video (overlap_crops.py)
     if is_flattened_patches(cfg, model_class_for(cfg)):
         return "flattened"  # Pix2Struct: variable-resolution patches in a budget (flattened_patches.py)
     if is_cross_attention(cfg, model_class_for(cfg)):
