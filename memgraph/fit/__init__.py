@@ -32,7 +32,8 @@ from dataclasses import replace
 
 from memgraph.errors import MemgraphError
 from memgraph.fit.analyses import Analyses, trace_key
-from memgraph.fit.candidates import CANDIDATES, FSDP_WORLD_SIZES, Candidate, summary, try_changes
+from memgraph.fit.candidates import (CANDIDATES, FSDP_WORLD_SIZES, Candidate, analysed_where_known, summary,
+                                     try_changes)
 from memgraph.fit.command import changed_flags, command_line
 from memgraph.fit.outcome import FitReport, Outcome
 from memgraph.fit.plans import Plan, find_plans
@@ -84,6 +85,7 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: 
         report.why += removal_line(yours, next((o for o in report.changes if o.result is not None), None))
         if not yours.fits_with_margin:
             report.plans = find_plans(analyses, yours, report.changes, progress)
+            report.changes = analysed_where_known(analyses, report.changes)  # a bound the plans analysed: its figure
             report.commands = [command_line("analyze", model, replace(given, **dict(p.outcome.changes)))
                                for p in report.plans]
     report.timings = analyses.timings

@@ -150,14 +150,21 @@ def keeps_state(yours: TrainingOptions, changed: TrainingOptions) -> bool:
     return keeps_params_and_grads(yours, changed, NEUTRAL_WITH_STATE)
 
 
+def kept_bound(bound: int | None, yours: TrainingOptions, changed: TrainingOptions,
+               with_state: int | None = None) -> int | None:
+    """The larger of the bounds read off ``yours``' trace that hold for ``changed``: ``with_state`` (``P + G + S``)
+    where it keeps the optimizer state too, else ``bound`` (``P + G``) where it keeps them; None: neither holds."""
+    if with_state is not None and keeps_state(yours, changed):
+        return with_state
+    return bound if bound is not None and keeps_params_and_grads(yours, changed) else None
+
+
 def cannot_fit(bound: int | None, yours: TrainingOptions, changed: TrainingOptions, capacity: int,
                with_state: int | None = None) -> bool:
     """Whether ``changed`` cannot fit ``capacity`` bytes by the bound ``P + G`` (or ``with_state``, ``P + G + S``, where
     it keeps the state too); None: no bound, so it may."""
-    if with_state is not None and with_state > capacity and keeps_state(yours, changed):
-        return True
-    return bound is not None and bound > capacity and keeps_params_and_grads(yours, changed)
+    return (kept_bound(bound, yours, changed, with_state) or 0) > capacity
 
 
 __all__ = ["FLOAT32_WEIGHTS", "NEUTRAL", "NEUTRAL_WITH_STATE", "SHARDING_ALONE", "cannot_fit", "keeps_params_and_grads",
-           "keeps_state", "params_and_grads", "params_grads_state", "sharded_bound", "sharded_parts"]
+           "keeps_state", "kept_bound", "params_and_grads", "params_grads_state", "sharded_bound", "sharded_parts"]

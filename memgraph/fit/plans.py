@@ -23,7 +23,7 @@ from memgraph.errors import MemgraphError
 from memgraph.fit.analyses import REPLAY_ONLY, Analyses, trace_key
 from memgraph.fit.bound import cannot_fit, params_and_grads, params_grads_state, sharded_bound, sharded_parts
 from memgraph.fit.candidates import CANDIDATES, HARDWARE
-from memgraph.fit.outcome import Outcome
+from memgraph.fit.outcome import BOUND_HOW, Outcome
 from memgraph.fit.progress import FitProgress
 
 WANT = 3  # the best plan and two alternatives
@@ -88,6 +88,8 @@ def find_plans(analyses: Analyses, yours: Outcome, singles: list[Outcome], progr
         todo = _sets_to_analyse(yours, usable, size, plans)
         # not analysed: sets that cannot fit by the bound (fit/bound.py), which could be no plan (the same plans)
         todo = [s for s in todo if size == 1 or not ruled_out(s)]
+        if size > 1:
+            todo = _saving_alone(analyses, yours, todo)
         jobs = [(_options(yours, s), _label(s), _cost(s), _changes(s)) for s in todo if size > 1]
         if jobs:
             progress.stage(f"{len(jobs)} sets of {size} changes, analysed in parallel")
@@ -119,6 +121,23 @@ def _with_allocator_change(analyses: Analyses, yours: Outcome, s: tuple, replay_
         if o is not None and o.fits_with_margin:
             out.append(Plan(o, s2))
     return out
+
+
+def _saving_alone(analyses: Analyses, yours: Outcome, todo: list[tuple]) -> list[tuple]:
+    """The sets of ``todo`` whose every change saves on its own. A change a bound ruled out alone
+    (fit/candidates.py: not analysed, its bound standing for its device total in the estimates) is analysed now,
+    before a set that holds it: a set with a change that saves nothing alone is no plan, as where it was analysed."""
+    alone = {p.options: p for s in todo for p in s if p.how == BOUND_HOW}
+    if not alone:
+        return todo
+    analyses.prefetch([(p.options, p.label, p.cost, p.changes) for p in alone.values()])
+    saves = {}
+    for opts, p in alone.items():
+        try:
+            saves[opts] = analyses.outcome(opts, p.label, p.cost, p.changes).device_total < yours.device_total
+        except MemgraphError:  # this model cannot take the change
+            saves[opts] = False
+    return [s for s in todo if all(saves.get(p.options, True) for p in s)]
 
 
 def _sets_to_analyse(yours: Outcome, usable: list[Outcome], size: int, plans: list[Plan]) -> list[tuple]:
