@@ -1,4 +1,5 @@
-"""The setting changes ``memgraph fit`` tries, each a real analysis of your settings with that one change.
+"""The setting changes ``memgraph fit`` tries, each a real analysis of your settings with that one change, or the
+lower bound of fit/bound.py where it already exceeds the card (not analysed).
 
 Each change names the TrainingOptions fields it sets, what it costs in plain words, and a **tier**, the kind
 of price it asks: 0 nothing (the same computation), 1 compute or time, 2 numerical precision, 3 another

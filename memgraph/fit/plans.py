@@ -11,7 +11,8 @@ analysed with expandable segments added, which lowers the upper end only: a repl
 plan of one more change (Qwen2-VL at 1344 px on 40 GB: QLoRA + activation offloading + expandable segments).
 Estimates only choose what to analyse: every plan shown is a real analysis, and fits with the margin. A set
 that contains a plan already found is not a plan (one of its changes would do nothing), and neither is a set
-with a change that made your step larger on its own.
+with a change that made your step larger on its own. A change a bound ruled out alone (fit/candidates.py: not
+analysed) stands in the estimates by its bound, and is analysed alone before a set that holds it is.
 """
 
 from __future__ import annotations
