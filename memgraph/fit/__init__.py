@@ -21,9 +21,10 @@ Analyses are memoised by options and a change the trace does not read (the alloc
 only replayed on the trace it shares (fit/analyses.py), so a fit costs a trace per distinct step; with depth
 synthesis, the notes-only shallow trace is shared by every setting whose 3- and 4-layer notes are the same
 strings (memgraph/trace/shortcuts/depth_run.py ``shared_notes_trace``). What cannot fit by a lower bound read
-off a trace fit already has is not traced (fit/bound.py): single changes and sets of changes that keep the
-parameters, gradients (and optimizer state), and sharded changes (FSDP, ZeRO over N) whose saved activations alone
-exceed the card; a set that holds such a single change analyses that change first (fit/plans.py ``_saving_alone``).
+off a trace fit already has is not traced (fit/bound.py): sets of changes that keep the parameters, gradients
+(and optimizer state), single changes that keep all three, and sharded changes (FSDP, ZeRO over N) whose saved
+activations alone exceed the card; a set chosen for analysis that holds such a single change has that change
+analysed first (fit/plans.py ``_analyse_alone``).
 """
 
 from __future__ import annotations

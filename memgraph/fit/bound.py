@@ -11,8 +11,7 @@ A set of changes leaves ``P + G`` and that moment as they are when each field it
 :data:`NEUTRAL` (how attention, the loss, checkpointing, offloading, the allocator or the optimizer's kernels run,
 and the optimizer's kind, whose state comes on top), or is the precision moved between ones with float32 weights
 (:data:`FLOAT32_WEIGHTS`: autocast casts copies; the weights and their gradients stay float32). Then the set
-cannot fit where ``P + G`` exceeds the card, and fit/plans.py does not analyse it, nor fit/candidates.py such a
-single change (:func:`kept_bound`; llama-3-8b in float32: 32.1 GB of weights and as much gradient are more than a
+cannot fit where ``P + G`` exceeds the card, and fit/plans.py does not analyse it (llama-3-8b in float32: 32.1 GB of weights and as much gradient are more than a
 40 GB card whatever else changes).
 tests/test_fit_bound.py traces each such change on a small model and checks that its ``P + G`` is yours, and
 at most its allocated peak.
@@ -22,7 +21,8 @@ when the last iteration's step begins, beside ``P + G``: :func:`params_grads_sta
 holds for a set that also keeps the optimizer's kind and kernels (:data:`NEUTRAL_WITH_STATE`). fit/plans.py reads
 both bounds off your trace and off the trace of each single change of a set, for the set's other changes: with
 pure bf16 training (bf16 weights, gradients and state) llama-3-8b's 16 + 16 + 32 GB are more than a 40 GB card,
-so pure bf16 + checkpointing or activation offloading is not analysed.
+so pure bf16 + checkpointing or activation offloading is not analysed. Nor is a single change that keeps ``S`` where
+``P + G + S`` exceeds the card (fit/candidates.py, :func:`kept_bound`).
 
 **Sharded changes** (FSDP, DeepSpeed ZeRO-2/3 over ``N`` GPUs) keep neither, but each rank still runs your model's
 forward on your batch and holds at least a ``1/N`` share of the parameters and of the optimizer state.

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields, replace
 
 from memgraph.errors import MemgraphError
 from memgraph.fit.analyses import Analyses, trace_key
-from memgraph.fit.bound import kept_bound, params_and_grads, params_grads_state, sharded_bound, sharded_parts
+from memgraph.fit.bound import kept_bound, params_grads_state, sharded_bound, sharded_parts
 from memgraph.fit.outcome import BOUND_HOW, Outcome, failed, ruled_out
 from memgraph.fit.progress import FitProgress
 from memgraph.fit.zero import zero_changes
@@ -150,20 +150,24 @@ def analysed_where_known(analyses: Analyses, tried: list[Outcome]) -> list[Outco
 
 class _SharedBound:
     """The lower bounds of fit/bound.py read off your trace, where one rules a single change out: the sharded bound
-    (FSDP, ZeRO over N), and ``P + G`` (``+ S``) for a change that keeps them (``kept_bound``). A change the trace
-    does not read (fit/analyses.py REPLAY_ONLY) is replayed on your trace instead: a real figure, no trace saved."""
+    (FSDP, ZeRO over N), and ``P + G + S`` for a change that keeps the parameters, gradients and optimizer state
+    (``kept_bound``). ``P + G`` alone is not used for a single change: the bound stands for its device total in the
+    plans' estimates (fit/plans.py), and without the state it is too far below (llama-2-7b in bf16-mixed on 24 GB:
+    53.9 GB for 8-bit AdamW, 85.9 GB analysed; for the for-loop step, 134.6 GB, more than your step), so the plans
+    analysed other sets than with the figures. A change the trace does not read (fit/analyses.py REPLAY_ONLY) is
+    replayed on your trace: a real figure, no trace saved."""
 
     def __init__(self, analyses: Analyses, opts: TrainingOptions, capacity: int):
         trace = getattr(analyses, "traces", {}).get(trace_key(opts))
         self.parts = sharded_parts(trace) if trace is not None else None
-        self.kept = (params_and_grads(trace), params_grads_state(trace)) if trace is not None else (None, None)
+        self.with_state = params_grads_state(trace) if trace is not None else None
         self.opts, self.capacity = opts, capacity
 
     def of(self, changed: TrainingOptions) -> int | None:
         """The bound of ``changed`` where it exceeds the card, else None (analyse it)."""
         b = sharded_bound(self.parts, self.opts, changed)
         if b is None and trace_key(changed) != trace_key(self.opts):
-            b = kept_bound(self.kept[0], self.opts, changed, self.kept[1])
+            b = kept_bound(None, self.opts, changed, self.with_state)
         return b if b is not None and b > self.capacity else None
 
 
