@@ -11,8 +11,8 @@ A set of changes leaves ``P + G`` and that moment as they are when each field it
 :data:`NEUTRAL` (how attention, the loss, checkpointing, offloading, the allocator or the optimizer's kernels run,
 and the optimizer's kind, whose state comes on top), or is the precision moved between ones with float32 weights
 (:data:`FLOAT32_WEIGHTS`: autocast casts copies; the weights and their gradients stay float32). Then the set
-cannot fit where ``P + G`` exceeds the card, and fit/plans.py does not analyse it (llama-3-8b in float32: 32.1 GB of weights and as much gradient are more than a
-40 GB card whatever else changes).
+cannot fit where ``P + G`` exceeds the card, and fit/plans.py does not analyse it (llama-3-8b in float32: 32.1 GB
+of weights and as much gradient are more than a 40 GB card whatever else changes).
 tests/test_fit_bound.py traces each such change on a small model and checks that its ``P + G`` is yours, and
 at most its allocated peak.
 
