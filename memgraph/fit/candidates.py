@@ -142,8 +142,8 @@ def _ranked(tried: list[Outcome]) -> list[Outcome]:
 
 
 def analysed_where_known(analyses: Analyses, tried: list[Outcome]) -> list[Outcome]:
-    """``tried`` with each change a bound ruled out replaced by its analysis where fit/plans.py made one (a set of
-    changes is analysed only once each of its changes saves on its own), ranked again."""
+    """``tried`` with each change a bound ruled out replaced by its analysis where fit/plans.py made one (for a set of
+    changes it chose that holds the change), ranked again."""
     return _ranked([analyses.outcome(o.options, o.label, o.cost, o.changes)
                     if o.how == BOUND_HOW and analyses.analysed(o.options) else o for o in tried])
 
