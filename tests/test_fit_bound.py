@@ -242,3 +242,21 @@ def test_a_set_with_a_ruled_out_change_analyses_that_change_alone_first():
         find_plans(analyses, _outcome("your settings", 10 * GiB, yours_opts, ()), singles, QUIET)
         assert analyses.analysed[:len(analysed)] == analysed and \
             analyses.analysed.count("gradient checkpointing + LoRA rank 16 on all linear layers") == len(analysed) - 1
+
+
+def test_the_table_shows_the_figure_of_a_bounded_change_the_plans_analysed():
+    """Checkpointing ruled out at 8 GiB, then analysed for a plan set (9 GiB): the table shows 9 GiB, ranked among
+    the analysed changes (before the 8 GiB bound of chunked cross-entropy, which stays a bound)."""
+    from memgraph.fit.candidates import analysed_where_known
+    from memgraph.fit.outcome import BOUND_HOW, ruled_out
+
+    yours_opts = TrainingOptions(seq_len=32)
+    ckpt, chunked = (next(c for c in CANDIDATES if c.name == n) for n in ("gradient checkpointing",
+                                                                         "chunked cross-entropy"))
+    analyses = _Analyses(yours_opts, _log_with_state(3 * GiB, 2 * GiB, 3 * GiB))
+    analyses.analysed = lambda opts: opts == ckpt.apply(yours_opts)  # noqa: E731 - only checkpointing was analysed
+    analyses.outcome = lambda opts, label, cost="", changes=(): _outcome(label, 9 * GiB, opts, tuple(changes))
+    tried = [ruled_out(n.name, n.apply(yours_opts), 8 * GiB, 4 * GiB, "", n.changes) for n in (chunked, ckpt)]
+    shown = analysed_where_known(analyses, tried)
+    assert [(o.label, o.device_total, o.how == BOUND_HOW) for o in shown] == [
+        ("gradient checkpointing", 9 * GiB, False), ("chunked cross-entropy", 8 * GiB, True)]
