@@ -23,7 +23,8 @@ import sys
 import time
 
 CASES = [
-    "llama-3-8b --gpu a100-40gb -s 4096",  # the case: 61.7 CPU s at 5677251, 26.2 after (reports/speed.md)
+    "llama-3-8b --gpu a100-40gb -s 4096",  # the case: 61.7 CPU s at 5677251, 21.1 at 68d1bc7, 12.4 after
+    # (reports/speed.md)
     "llama-3-8b --quantize 4bit --lora-rank 16 --precision bf16 -s 4096 --gpu rtx-4090",
 ]
 

@@ -105,6 +105,22 @@ def _outcome(label, total, opts, changes) -> Outcome:
     return Outcome(label, opts, total, total, total, 4 * GiB, fits, fits, 0.0, "", None, changes)
 
 
+def _log_with_state(p: int, g: int, s: int):
+    """A trace of parameters ``p`` (setup to the end), optimizer state ``s`` made by iteration 1's step and
+    gradients ``g`` of iteration 2, all alive when iteration 2's optimizer step begins."""
+    from types import SimpleNamespace
+
+    from memgraph.trace.record.event_log import EventLog, Origin, Role, StorageRecord
+
+    return SimpleNamespace(log=EventLog(
+        storages=[StorageRecord(0, p, "float32", (1,), Origin.PARAMETER, "w", "", "setup", 0, -1, 0),
+                  StorageRecord(1, s, "float32", (1,), Origin.OP, "exp_avg", "", "optimizer", 1, 0, 1,
+                                role=Role.OPTIMIZER_STATE),
+                  StorageRecord(2, g, "float32", (1,), Origin.OP, "g", "", "backward", 2, 0, 3, role=Role.GRADIENT)],
+        events=[("alloc", 0), ("alloc", 1), ("alloc", 2)],
+        phase_marks=[(0, 0, "setup"), (1, 1, "optimizer"), (2, 2, "backward"), (4, 2, "optimizer")]))
+
+
 def test_plans_do_not_analyse_sets_the_bound_rules_out():
     """P + G = 5 GiB on a 4 GiB card: sets of checkpointing and chunked cross-entropy (which keep them) are not
     analysed; sets with pure bf16 (which halves them) are."""
@@ -136,17 +152,8 @@ def test_optimizer_state_joins_the_bound_where_the_optimizer_stays():
     from types import SimpleNamespace
 
     from memgraph.fit.bound import keeps_state, params_grads_state
-    from memgraph.trace.record.event_log import EventLog, Origin, Role, StorageRecord
 
-    def log(p, g, s):
-        return SimpleNamespace(log=EventLog(
-            storages=[StorageRecord(0, p, "float32", (1,), Origin.PARAMETER, "w", "", "setup", 0, -1, 0),
-                      StorageRecord(1, s, "float32", (1,), Origin.OP, "exp_avg", "", "optimizer", 1, 0, 1,
-                                    role=Role.OPTIMIZER_STATE),
-                      StorageRecord(2, g, "float32", (1,), Origin.OP, "g", "", "backward", 2, 0, 3, role=Role.GRADIENT)],
-            events=[("alloc", 0), ("alloc", 1), ("alloc", 2)],
-            phase_marks=[(0, 0, "setup"), (1, 1, "optimizer"), (2, 2, "backward"), (4, 2, "optimizer")]))
-
+    log = _log_with_state
     yours_opts = TrainingOptions(seq_len=32)
     assert params_and_grads(log(3 * GiB, 2 * GiB, 3 * GiB)) == 5 * GiB
     assert params_grads_state(log(3 * GiB, 2 * GiB, 3 * GiB)) == 8 * GiB  # 3 + 2 + 3
@@ -192,3 +199,64 @@ def test_each_change_that_keeps_the_state_has_your_params_grads_and_state(precis
         assert base == 4 * 4 * PARAMETERS + 21 * 4 == 3_232_852
     checked = _traced_changes_keep(analyses, opts, keeps_state, params_grads_state, base)
     assert {"gradient checkpointing", "activation offloading", "chunked cross-entropy"} <= set(checked)
+
+
+def test_a_single_change_the_bound_rules_out_is_not_analysed():
+    """P + G = 3 + 2 = 5 GiB, P + G + S = 8 GiB on a 4 GiB card: checkpointing and chunked cross-entropy (which keep
+    the state) read as at least 8 GiB, not analysed; 8-bit AdamW (keeps P + G, not the state: P + G alone is no
+    single change's stand-in, fit/candidates.py _SharedBound says why), pure bf16 and LoRA (which change P + G) are
+    analysed, and expandable segments (replayed on your trace: no trace to save) too."""
+    from memgraph.fit.candidates import try_changes
+    from memgraph.fit.outcome import BOUND_HOW
+
+    yours_opts = TrainingOptions(seq_len=32)
+    analyses = _Analyses(yours_opts, _log_with_state(3 * GiB, 2 * GiB, 3 * GiB))
+    yours = _outcome("your settings", 10 * GiB, yours_opts, ())
+    tried = {o.label: o for o in try_changes(analyses, yours_opts, yours, QUIET, max_gpus=1)}
+    assert (tried["gradient checkpointing"].how, tried["gradient checkpointing"].device_total) == (BOUND_HOW, 8 * GiB)
+    assert {"8-bit AdamW (bitsandbytes)", "pure bf16 training", "LoRA rank 16 on all linear layers",
+            "expandable segments"} <= set(analyses.analysed)
+    assert not {"gradient checkpointing", "chunked cross-entropy"} & set(analyses.analysed)
+
+
+def test_a_set_with_a_ruled_out_change_analyses_that_change_alone_first():
+    """Checkpointing, ruled out alone at 8 GiB (P + G + S), beside LoRA (7 GiB; nothing rules LoRA's sets out): the
+    pair is analysed only after checkpointing alone is, and only where checkpointing alone saves."""
+    from memgraph.fit.outcome import ruled_out
+
+    yours_opts = TrainingOptions(seq_len=32)
+    ckpt, lora = (next(c for c in CANDIDATES if c.name == n) for n in ("gradient checkpointing",
+                                                                      "LoRA rank 16 on all linear layers"))
+    for alone, analysed in ((10 * GiB, ["gradient checkpointing"]),  # saves nothing alone: no pair
+                            (9 * GiB, ["gradient checkpointing", "gradient checkpointing + LoRA rank 16 on all "
+                                                                 "linear layers"])):
+        class _Alone(_Analyses):
+            def outcome(self, opts, label, cost="", changes=()):
+                self.analysed.append(label)
+                total = alone if label == ckpt.name else 10 * GiB - len(changes) * GiB
+                return _outcome(label, total, opts, tuple(changes))
+
+        analyses = _Alone(yours_opts, _log_with_state(3 * GiB, 2 * GiB, 3 * GiB))
+        singles = [ruled_out(ckpt.name, ckpt.apply(yours_opts), 8 * GiB, 4 * GiB, "", ckpt.changes),
+                   _outcome(lora.name, 7 * GiB, lora.apply(yours_opts), lora.changes)]
+        find_plans(analyses, _outcome("your settings", 10 * GiB, yours_opts, ()), singles, QUIET)
+        assert analyses.analysed[:len(analysed)] == analysed and \
+            analyses.analysed.count("gradient checkpointing + LoRA rank 16 on all linear layers") == len(analysed) - 1
+
+
+def test_the_table_shows_the_figure_of_a_bounded_change_the_plans_analysed():
+    """Checkpointing ruled out at 8 GiB, then analysed for a plan set (9 GiB): the table shows 9 GiB, ranked among
+    the analysed changes (before the 8 GiB bound of chunked cross-entropy, which stays a bound)."""
+    from memgraph.fit.candidates import analysed_where_known
+    from memgraph.fit.outcome import BOUND_HOW, ruled_out
+
+    yours_opts = TrainingOptions(seq_len=32)
+    ckpt, chunked = (next(c for c in CANDIDATES if c.name == n) for n in ("gradient checkpointing",
+                                                                         "chunked cross-entropy"))
+    analyses = _Analyses(yours_opts, _log_with_state(3 * GiB, 2 * GiB, 3 * GiB))
+    analyses.analysed = lambda opts: opts == ckpt.apply(yours_opts)  # noqa: E731 - only checkpointing was analysed
+    analyses.outcome = lambda opts, label, cost="", changes=(): _outcome(label, 9 * GiB, opts, tuple(changes))
+    tried = [ruled_out(n.name, n.apply(yours_opts), 8 * GiB, 4 * GiB, "", n.changes) for n in (chunked, ckpt)]
+    shown = analysed_where_known(analyses, tried)
+    assert [(o.label, o.device_total, o.how == BOUND_HOW) for o in shown] == [
+        ("gradient checkpointing", 9 * GiB, False), ("chunked cross-entropy", 8 * GiB, True)]

@@ -24,3 +24,13 @@ def test_default_target_length_is_the_configs_decoder_positions():
 def test_a_target_length_past_the_decoder_positions_is_refused_with_the_limit():
     with pytest.raises(MemgraphError, match=r"target length 65 exceeds .* 64 decoder positions .* --target-len 64"):
         _labels(target_len=65)
+
+
+@pytest.mark.parametrize("name", ["whisper-small", "whisper-large-v3"])
+def test_the_zoo_whispers_take_a_typical_transcript_too(name):
+    """What a user runs (`memgraph analyze whisper-small`): the zoo entry's own default is the typical transcript of
+    tasks.py, 225 tokens, below its 448 decoder positions (it named 448, the limit, which took precedence)."""
+    spec = resolve(name)
+    assert spec.config.max_target_positions == 448
+    labels = next(s for s in spec.batch(TrainingOptions(target="cpu"), None).inputs if s.name == "labels")
+    assert labels.shape == (1, 225)  # WHISPER_TARGET_LEN (memgraph/model_spec/tasks.py), 30 s of audio by the zoo

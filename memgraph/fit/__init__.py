@@ -22,7 +22,9 @@ only replayed on the trace it shares (fit/analyses.py), so a fit costs a trace p
 synthesis, the notes-only shallow trace is shared by every setting whose 3- and 4-layer notes are the same
 strings (memgraph/trace/shortcuts/depth_run.py ``shared_notes_trace``). What cannot fit by a lower bound read
 off a trace fit already has is not traced (fit/bound.py): sets of changes that keep the parameters, gradients
-(and optimizer state), and sharded changes (FSDP, ZeRO over N) whose saved activations alone exceed the card.
+(and optimizer state), single changes that keep all three, and sharded changes (FSDP, ZeRO over N) whose saved
+activations alone exceed the card; a set chosen for analysis that holds such a single change has that change
+analysed first (fit/plans.py ``_analyse_alone``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from dataclasses import replace
 
 from memgraph.errors import MemgraphError
 from memgraph.fit.analyses import Analyses, trace_key
-from memgraph.fit.candidates import CANDIDATES, FSDP_WORLD_SIZES, Candidate, summary, try_changes
+from memgraph.fit.candidates import (CANDIDATES, FSDP_WORLD_SIZES, Candidate, analysed_where_known, summary,
+                                     try_changes)
 from memgraph.fit.command import changed_flags, command_line
 from memgraph.fit.outcome import FitReport, Outcome
 from memgraph.fit.plans import Plan, find_plans
@@ -84,6 +87,7 @@ def fit(model: str, opts: TrainingOptions, solve: str = "batch-size", progress: 
         report.why += removal_line(yours, next((o for o in report.changes if o.result is not None), None))
         if not yours.fits_with_margin:
             report.plans = find_plans(analyses, yours, report.changes, progress)
+            report.changes = analysed_where_known(analyses, report.changes)  # a bound the plans analysed: its figure
             report.commands = [command_line("analyze", model, replace(given, **dict(p.outcome.changes)))
                                for p in report.plans]
     report.timings = analyses.timings

@@ -59,6 +59,10 @@ class Analyses:
         return replace(known, label=label, cost=cost, changes=tuple(changes), seconds=0.0,
                        how=f"the analysis of {known.label}")
 
+    def analysed(self, opts: TrainingOptions) -> bool:
+        """Whether ``opts`` has been analysed (and not refused): :meth:`outcome` then costs nothing."""
+        return isinstance(self._outcomes.get(opts), Outcome)
+
     def _analyse(self, opts: TrainingOptions, label: str, cost: str, changes) -> Outcome | MemgraphError:
         start = time.perf_counter()
         key = trace_key(opts)

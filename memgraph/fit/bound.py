@@ -11,8 +11,8 @@ A set of changes leaves ``P + G`` and that moment as they are when each field it
 :data:`NEUTRAL` (how attention, the loss, checkpointing, offloading, the allocator or the optimizer's kernels run,
 and the optimizer's kind, whose state comes on top), or is the precision moved between ones with float32 weights
 (:data:`FLOAT32_WEIGHTS`: autocast casts copies; the weights and their gradients stay float32). Then the set
-cannot fit where ``P + G`` exceeds the card, and fit/plans.py does not analyse it (llama-3-8b in float32:
-32.1 GB of weights and as much gradient are more than a 40 GB card whatever else changes).
+cannot fit where ``P + G`` exceeds the card, and fit/plans.py does not analyse it (llama-3-8b in float32: 32.1 GB
+of weights and as much gradient are more than a 40 GB card whatever else changes).
 tests/test_fit_bound.py traces each such change on a small model and checks that its ``P + G`` is yours, and
 at most its allocated peak.
 
@@ -21,7 +21,8 @@ when the last iteration's step begins, beside ``P + G``: :func:`params_grads_sta
 holds for a set that also keeps the optimizer's kind and kernels (:data:`NEUTRAL_WITH_STATE`). fit/plans.py reads
 both bounds off your trace and off the trace of each single change of a set, for the set's other changes: with
 pure bf16 training (bf16 weights, gradients and state) llama-3-8b's 16 + 16 + 32 GB are more than a 40 GB card,
-so pure bf16 + checkpointing or activation offloading is not analysed.
+so pure bf16 + checkpointing or activation offloading is not analysed. Nor is a single change that keeps ``S`` where
+``P + G + S`` exceeds the card (fit/candidates.py, :func:`kept_bound`).
 
 **Sharded changes** (FSDP, DeepSpeed ZeRO-2/3 over ``N`` GPUs) keep neither, but each rank still runs your model's
 forward on your batch and holds at least a ``1/N`` share of the parameters and of the optimizer state.
@@ -150,14 +151,21 @@ def keeps_state(yours: TrainingOptions, changed: TrainingOptions) -> bool:
     return keeps_params_and_grads(yours, changed, NEUTRAL_WITH_STATE)
 
 
+def kept_bound(bound: int | None, yours: TrainingOptions, changed: TrainingOptions,
+               with_state: int | None = None) -> int | None:
+    """The larger of the bounds read off ``yours``' trace that hold for ``changed``: ``with_state`` (``P + G + S``)
+    where it keeps the optimizer state too, else ``bound`` (``P + G``) where it keeps them; None: neither holds."""
+    if with_state is not None and keeps_state(yours, changed):
+        return with_state
+    return bound if bound is not None and keeps_params_and_grads(yours, changed) else None
+
+
 def cannot_fit(bound: int | None, yours: TrainingOptions, changed: TrainingOptions, capacity: int,
                with_state: int | None = None) -> bool:
     """Whether ``changed`` cannot fit ``capacity`` bytes by the bound ``P + G`` (or ``with_state``, ``P + G + S``, where
     it keeps the state too); None: no bound, so it may."""
-    if with_state is not None and with_state > capacity and keeps_state(yours, changed):
-        return True
-    return bound is not None and bound > capacity and keeps_params_and_grads(yours, changed)
+    return (kept_bound(bound, yours, changed, with_state) or 0) > capacity
 
 
 __all__ = ["FLOAT32_WEIGHTS", "NEUTRAL", "NEUTRAL_WITH_STATE", "SHARDING_ALONE", "cannot_fit", "keeps_params_and_grads",
-           "keeps_state", "params_and_grads", "params_grads_state", "sharded_bound", "sharded_parts"]
+           "keeps_state", "kept_bound", "params_and_grads", "params_grads_state", "sharded_bound", "sharded_parts"]

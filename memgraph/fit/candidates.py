@@ -1,4 +1,5 @@
-"""The setting changes ``memgraph fit`` tries, each a real analysis of your settings with that one change.
+"""The setting changes ``memgraph fit`` tries, each a real analysis of your settings with that one change, or the
+lower bound of fit/bound.py where it already exceeds the card (not analysed).
 
 Each change names the TrainingOptions fields it sets, what it costs in plain words, and a **tier**, the kind
 of price it asks: 0 nothing (the same computation), 1 compute or time, 2 numerical precision, 3 another
@@ -14,7 +15,7 @@ from dataclasses import dataclass, fields, replace
 
 from memgraph.errors import MemgraphError
 from memgraph.fit.analyses import Analyses, trace_key
-from memgraph.fit.bound import sharded_bound, sharded_parts
+from memgraph.fit.bound import kept_bound, params_grads_state, sharded_bound, sharded_parts
 from memgraph.fit.outcome import BOUND_HOW, Outcome, failed, ruled_out
 from memgraph.fit.progress import FitProgress
 from memgraph.fit.zero import zero_changes
@@ -109,14 +110,14 @@ def zero_candidates(opts: TrainingOptions, sizes: list[int], yours: Outcome) -> 
 
 def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progress: FitProgress,
                 max_gpus: int = max(FSDP_WORLD_SIZES)) -> list[Outcome]:
-    """Each applicable change analysed on your settings, ranked by device total (those the sharded bound ruled out
+    """Each applicable change analysed on your settings, ranked by device total (those a bound ruled out
     next, refused ones last); FSDP and
     DeepSpeed ZeRO-2/3 (fit/zero.py) over at most ``max_gpus`` GPUs (``fit --max-gpus``)."""
     sizes = [n for n in FSDP_WORLD_SIZES if n <= max_gpus]
     todo = [c for c in CANDIDATES if c.applies_to(opts)] + zero_candidates(opts, sizes, yours)
     with_fsdp = bool(sizes) and not yours.fits_with_margin and opts.strategy is None and fsdp(2).applies_to(opts)
     total = len(todo) + with_fsdp
-    # sharded changes that cannot fit by the bound (fit/bound.py sharded_bound) are not analysed
+    # changes that cannot fit by a bound read off your trace (fit/bound.py: sharded_bound, kept_bound) are not analysed
     bound = _SharedBound(analyses, opts, yours.capacity)
     jobs = [(c.apply(opts), c.name, c.cost, c.changes) for c in todo  # applies_to: apply() succeeds
             if bound.of(c.apply(opts)) is None]
@@ -133,20 +134,40 @@ def try_changes(analyses: Analyses, opts: TrainingOptions, yours: Outcome, progr
     if with_fsdp:
         tried.append(_smallest_fsdp(analyses, opts, yours.capacity, progress, sizes, bound))
         progress.done(f"[{total}/{total}] {tried[-1].label}: {summary(tried[-1])}")
+    return _ranked(tried)
+
+
+def _ranked(tried: list[Outcome]) -> list[Outcome]:
     return sorted(tried, key=lambda o: (o.how == "failed", o.how == BOUND_HOW, o.device_total))  # bounds after
 
 
+def analysed_where_known(analyses: Analyses, tried: list[Outcome]) -> list[Outcome]:
+    """``tried`` with each change a bound ruled out replaced by its analysis where fit/plans.py made one (for a set of
+    changes it chose that holds the change), ranked again."""
+    return _ranked([analyses.outcome(o.options, o.label, o.cost, o.changes)
+                    if o.how == BOUND_HOW and analyses.analysed(o.options) else o for o in tried])
+
+
 class _SharedBound:
-    """The sharded changes' lower bound (fit/bound.py) from your trace, where it rules the change out."""
+    """The lower bounds of fit/bound.py read off your trace, where one rules a single change out: the sharded bound
+    (FSDP, ZeRO over N), and ``P + G + S`` for a change that keeps the parameters, gradients and optimizer state
+    (``kept_bound``). ``P + G`` alone is not used for a single change: the bound stands for its device total in the
+    plans' estimates (fit/plans.py), and without the state it is too far below (llama-2-7b in bf16-mixed on 24 GB:
+    53.9 GB for 8-bit AdamW, 85.9 GB analysed; for the for-loop step, 134.6 GB, more than your step), so the plans
+    analysed other sets than with the figures. A change the trace does not read (fit/analyses.py REPLAY_ONLY) is
+    replayed on your trace: a real figure, no trace saved."""
 
     def __init__(self, analyses: Analyses, opts: TrainingOptions, capacity: int):
         trace = getattr(analyses, "traces", {}).get(trace_key(opts))
         self.parts = sharded_parts(trace) if trace is not None else None
+        self.with_state = params_grads_state(trace) if trace is not None else None
         self.opts, self.capacity = opts, capacity
 
     def of(self, changed: TrainingOptions) -> int | None:
         """The bound of ``changed`` where it exceeds the card, else None (analyse it)."""
         b = sharded_bound(self.parts, self.opts, changed)
+        if b is None and trace_key(changed) != trace_key(self.opts):
+            b = kept_bound(None, self.opts, changed, self.with_state)
         return b if b is not None and b > self.capacity else None
 
 

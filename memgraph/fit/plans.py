@@ -11,7 +11,9 @@ analysed with expandable segments added, which lowers the upper end only: a repl
 plan of one more change (Qwen2-VL at 1344 px on 40 GB: QLoRA + activation offloading + expandable segments).
 Estimates only choose what to analyse: every plan shown is a real analysis, and fits with the margin. A set
 that contains a plan already found is not a plan (one of its changes would do nothing), and neither is a set
-with a change that made your step larger on its own.
+with a change that made your step larger on its own. A change a bound ruled out alone (fit/candidates.py: not
+analysed) stands in the estimates by its bound; where a set chosen for analysis holds one, that change is analysed
+alone first and the sets are chosen again with its figure.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from dataclasses import dataclass, replace
 
 from memgraph.errors import MemgraphError
 from memgraph.fit.analyses import REPLAY_ONLY, Analyses, trace_key
-from memgraph.fit.bound import cannot_fit, params_and_grads, params_grads_state, sharded_bound, sharded_parts
+from memgraph.fit.bound import SHARDING, cannot_fit, params_and_grads, params_grads_state, sharded_bound, sharded_parts
 from memgraph.fit.candidates import CANDIDATES, HARDWARE
-from memgraph.fit.outcome import Outcome
+from memgraph.fit.outcome import BOUND_HOW, Outcome
 from memgraph.fit.progress import FitProgress
 
 WANT = 3  # the best plan and two alternatives
@@ -88,6 +90,8 @@ def find_plans(analyses: Analyses, yours: Outcome, singles: list[Outcome], progr
         todo = _sets_to_analyse(yours, usable, size, plans)
         # not analysed: sets that cannot fit by the bound (fit/bound.py), which could be no plan (the same plans)
         todo = [s for s in todo if size == 1 or not ruled_out(s)]
+        while size > 1 and _analyse_alone(analyses, yours, usable, todo):  # the choice again, with their figures
+            todo = [s for s in _sets_to_analyse(yours, usable, size, plans) if not ruled_out(s)]
         jobs = [(_options(yours, s), _label(s), _cost(s), _changes(s)) for s in todo if size > 1]
         if jobs:
             progress.stage(f"{len(jobs)} sets of {size} changes, analysed in parallel")
@@ -119,6 +123,27 @@ def _with_allocator_change(analyses: Analyses, yours: Outcome, s: tuple, replay_
         if o is not None and o.fits_with_margin:
             out.append(Plan(o, s2))
     return out
+
+
+def _analyse_alone(analyses: Analyses, yours: Outcome, usable: list[Outcome], todo: list[tuple]) -> bool:
+    """Analyse each change of the sets ``todo`` that a bound ruled out alone (fit/candidates.py: not analysed, its
+    bound standing for its device total in the estimates), and put its analysis in its place in ``usable``, or take
+    it out where it does not save alone (as an analysed change that saves nothing is); whether there was one."""
+    alone = {p.options: p for s in todo for p in s  # the sharded bound's changes stand by their bound, as before
+             if p.how == BOUND_HOW and not any(k in SHARDING for k, _ in p.changes)}
+    if not alone:
+        return False
+    analyses.prefetch([(p.options, p.label, p.cost, p.changes) for p in alone.values()])
+    for opts, p in alone.items():
+        try:
+            o = analyses.outcome(opts, p.label, p.cost, p.changes)
+        except MemgraphError:  # this model cannot take the change
+            o = None
+        if o is not None and o.device_total < yours.device_total:
+            usable[usable.index(p)] = o
+        else:
+            usable.remove(p)
+    return True
 
 
 def _sets_to_analyse(yours: Outcome, usable: list[Outcome], size: int, plans: list[Plan]) -> list[tuple]:
