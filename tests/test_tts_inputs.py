@@ -52,7 +52,7 @@ def test_vibevoice_training_layout_by_hand(monkeypatch):
 def test_vibevoice_without_diffusers_names_it(monkeypatch):
     from memgraph.model_spec.speech_inputs import NoSpeechLayout
 
-    with pytest.raises(NoSpeechLayout, match="needs diffusers' noise scheduler .* pip install diffusers"):
+    with pytest.raises(NoSpeechLayout, match="diffusion loss needs diffusers .* pip install diffusers"):
         _batch(monkeypatch, False, batch_size=1, audio_seconds=1, target_len=8)
 
 

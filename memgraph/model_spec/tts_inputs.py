@@ -54,9 +54,8 @@ def diffusers_missing(cls) -> str:
 
     if is_diffusers_available():
         return ""
-    return (f"{cls.__name__}'s diffusion loss needs diffusers' noise scheduler (transformers' default "
-            "DPMSolverMultistepScheduler), and memgraph does not install diffusers: pip install diffusers, or "
-            "describe the inputs with --input")
+    return (f"{cls.__name__}'s diffusion loss needs diffusers (its default noise scheduler), which memgraph "
+            "does not install: pip install diffusers, or describe the inputs with --input")
 
 
 def tts_batch(cfg, opts, defaults: dict, dtype: torch.dtype) -> Batch:
