@@ -1564,7 +1564,7 @@ __all__ = [
     "nll_loss_nd", "nnpack_enabled", "noop_meta_kernels", "op_schema", "require", "sdp_priority_order",
     "select_conv_backend", "set_allocator_settings", "source_hash", "start_memory_history",
     "storage_key", "suggest_memory_format", "tree_flatten", "tree_map", "use_counts",
-    "wrap_checkpoint_functions", "processor_without_tokenizer", "processor_audio_inputs", "voxtral_input_features",
+    "wrap_checkpoint_functions", "processor_without_tokenizer", "processor_audio_inputs", "processor_audio_replacements", "voxtral_input_features",
 ]
 
 
@@ -2036,7 +2036,16 @@ def processor_without_tokenizer(cls, feature_extractor):
 
 def processor_audio_inputs(proc, waves: list, audio_kwargs: dict) -> dict:
     """``proc._process_audio(waves, **audio_kwargs)``'s audio inputs (with ``num_audio_tokens``)."""
-    return dict(proc._process_audio(waves, **audio_kwargs)[0])
+    return dict(processor_audio_replacements(proc, waves, audio_kwargs)[0])
+
+
+def processor_audio_replacements(proc, waves: list, audio_kwargs: dict) -> tuple[dict, list[int]]:
+    """``proc._process_audio``'s audio inputs, and the audio tokens its text replacement puts in per clip (the count
+    of ``AUDIO_TOKEN_PLACEHOLDER`` in each: VibeVoiceProcessor.replace_audio_token repeats ``audio_token``)."""
+    made, replacements = proc._process_audio(waves, **audio_kwargs)
+    if not isinstance(replacements, (list, tuple)):
+        return dict(made), []
+    return dict(made), [str(r).count(AUDIO_TOKEN_PLACEHOLDER) for r in replacements]
 
 
 def voxtral_input_features(proc, waves: list, max_source_positions: int, audio_kwargs: dict):

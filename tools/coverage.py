@@ -521,6 +521,7 @@ def tiny_config(model_type: str, with_vision: bool = False):
     _speech_projector_width(cfg)
     _codec_upsample_groups(cfg)
     _dia_cross_attention(cfg)
+    _diffusion_latent(cfg)
     _qsa_indexer(cfg)
     _deepstack_projectors(cfg)
     _unused_sliding_window(cfg)
@@ -656,6 +657,15 @@ def _codec_upsample_groups(cfg) -> None:
     for c in (cfg, getattr(cfg, "codec_config", None)):
         if getattr(c, "model_type", None) == "mimi" and isinstance(getattr(c, "upsample_groups", None), int):
             c.upsample_groups = c.hidden_size
+
+
+def _diffusion_latent(cfg) -> None:
+    """VibeVoice's diffusion head denoises the acoustic tokenizer's latents: ``noisy_images_proj`` is
+    ``Linear(latent_size, hidden_size)`` (modeling_vibevoice.py ``VibeVoiceDiffusionHead``; defaults latent_size 64
+    = VibeVoiceAcousticTokenizerConfig hidden_size 64, transformers 5.23): the latent follows the shrunk tokenizer."""
+    head, audio = getattr(cfg, "diffusion_head_config", None), getattr(cfg, "audio_config", None)
+    if cfg.model_type == "vibevoice" and head is not None and audio is not None:
+        head.latent_size = audio.hidden_size
 
 
 def _dia_cross_attention(cfg) -> None:

@@ -41,7 +41,7 @@ from memgraph.model_spec.image_tokens import feature_rows, model_class_for
 from memgraph.model_spec.inputs import IGNORE_INDEX, Batch, InputSpec
 from memgraph.model_spec.multimodal_inputs import KnownInput, image_text_to_text, sample_text_ids
 from memgraph.model_spec.speech_inputs import NoSpeechLayout, feature_extractor_for
-from memgraph.private_api import processor_audio_inputs, processor_without_tokenizer, unavailable, voxtral_input_features
+from memgraph.private_api import processor_audio_replacements, processor_without_tokenizer, unavailable, voxtral_input_features
 
 LONG = torch.int64
 TONE_HZ, TONE_AMPLITUDE = 440.0, 0.1  # speech_inputs.py's tone (silence divides by a zero std in some extractors)
@@ -139,6 +139,12 @@ def audio_clip(cfg, seconds: float) -> AudioClip:
     return _clip(cfg, seconds, cfg, cls)
 
 
+def processor_clip(cfg, seconds: float, cls) -> AudioClip:
+    """One clip as the processor transformers names for ``cfg``'s model type makes it (``_process_audio``), for a
+    model ``cls`` of another task that takes the same audio inputs (VibeVoice text-to-speech: tts_inputs.py)."""
+    return _clip(cfg, seconds, cfg, cls)
+
+
 def thinker_audio_clip(cfg, seconds: float) -> AudioClip:
     """:func:`audio_clip` for an omni model's thinker (``qwen2_5_omni_thinker``, ``qwen3_omni_moe_thinker``):
     transformers names the processor and feature extractor for the whole model's type (``qwen2_5_omni``), whose
@@ -204,9 +210,10 @@ def _clip(lookup, seconds: float, cfg, cls) -> AudioClip:
         chunk = int(kwargs.pop(VOXTRAL_CHUNK_KEY))
         features = voxtral_input_features(proc, [wave], chunk, kwargs)
         return AudioClip(features, None, None, _probe_rows(cfg, cls, features))
-    made = processor_audio_inputs(proc, [wave], kwargs)
+    made, replaced = processor_audio_replacements(proc, [wave], kwargs)
     mask_name = next((n for n in FEATURE_MASKS if n in made), None)
-    counts = next(made[k] for k in TOKEN_COUNTS if k in made)
+    # VibeVoiceProcessor returns no count: the audio tokens its replacement text repeats
+    counts = next((made[k] for k in TOKEN_COUNTS if k in made), replaced)
     tokens = int(sum(int(n) for n in counts))
     audio = next(n for n in AUDIO_INPUTS if n in made)
     return AudioClip(made[audio], mask_name, made.get(mask_name), tokens)
@@ -279,4 +286,4 @@ def _audio_token(cfg) -> int:
     raise NoAudioTextLayout(f"{cfg.model_type}'s config has no audio_token_id; describe the inputs with --input")
 
 
-__all__ = ["NoAudioTextLayout", "thinker_audio_clip", "image_text_with_audio", "audio_text_to_text", "audio_clip", "is_audio_text_class_name"]
+__all__ = ["NoAudioTextLayout", "processor_clip", "thinker_audio_clip", "image_text_with_audio", "audio_text_to_text", "audio_clip", "is_audio_text_class_name"]

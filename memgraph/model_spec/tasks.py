@@ -16,6 +16,7 @@ from memgraph.model_spec.inputs import Batch, InputSpec
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.speech_inputs import speech_encoder_decoder
 from memgraph.model_spec.codec_token_inputs import codec_token_batch, is_codec_token_model
+from memgraph.model_spec.tts_inputs import is_diffusion_tts, tts_batch
 from memgraph.model_spec.audio_text_inputs import audio_text_to_text, image_text_with_audio, is_audio_text_class_name
 
 LONG = torch.int64
@@ -124,6 +125,8 @@ WHISPER_TARGET_LEN = 225
 def speech_seq2seq(cfg, opts, defaults, dtype) -> Batch:
     if is_codec_token_model(cfg):  # Kyutai speech-to-text, Dia: codec token streams (codec_token_inputs.py)
         return codec_token_batch(cfg, opts, defaults, dtype)
+    if is_diffusion_tts(cfg):  # VibeVoice text-to-speech: LM and diffusion losses (tts_inputs.py)
+        return tts_batch(cfg, opts, defaults, dtype)
     if getattr(cfg, "model_type", None) != "whisper":  # the others: their feature extractor (speech_inputs.py)
         return speech_encoder_decoder(cfg, opts, defaults, dtype)
     seconds = _need(opts.audio_seconds or defaults.get("audio_seconds"), "audio length", "--audio-seconds")
