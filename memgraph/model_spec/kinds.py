@@ -10,7 +10,8 @@ network's device total carries cuDNN's workspaces. The kind is read from the tas
 ``text encoder``        a text task of a model type with a masked-LM class (BERT, ALBERT, DistilBERT, ELECTRA)
 ``encoder-decoder``     text-to-text (T5, BART)
 ``speech``              speech-to-text (Whisper)
-``multimodal``          image-text-to-text and contrastive image-text models (LLaVA, Qwen2-VL, CLIP)
+``multimodal``          image-text-to-text, audio-text-to-text and contrastive image-text models (LLaVA,
+                        Qwen2-VL, Qwen2-Audio, CLIP)
 ``vision transformer``  image classification by a model with an attention module (ViT, Swin, PVT)
 ``vision conv``         image classification by a model without one (ResNet, ConvNeXt)
 ``other``               a user's ``module:function`` model
@@ -22,7 +23,7 @@ KINDS = ("decoder LM", "text encoder", "encoder-decoder", "speech", "multimodal"
          "vision conv", "other")
 _TEXT_TASKS = ("masked-lm", "sequence-classification", "token-classification", "question-answering")
 _BY_TASK = {"causal-lm": "decoder LM", "seq2seq-lm": "encoder-decoder", "speech-seq2seq": "speech",
-            "image-text-to-text": "multimodal", "contrastive": "multimodal"}
+            "image-text-to-text": "multimodal", "audio-text-to-text": "multimodal", "contrastive": "multimodal"}
 
 
 def model_kind(task: str, model) -> str:
