@@ -149,8 +149,6 @@ def test_optimizer_state_joins_the_bound_where_the_optimizer_stays():
     """P + G = 5 GiB as above, plus 3 GiB of state made by iteration 1's step: 8 GiB. On a 6 GiB card the P + G bound
     rules nothing out, P + G + S rules out the sets that keep the optimizer; the 8-bit AdamW one is analysed. A
     single change's own trace is a base too: pure bf16's (P + G + S = 7 GiB here) rules out pure bf16 + checkpointing."""
-    from types import SimpleNamespace
-
     from memgraph.fit.bound import keeps_state, params_grads_state
 
     log = _log_with_state
