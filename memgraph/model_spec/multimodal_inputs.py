@@ -253,12 +253,32 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     return Batch(tuple(inputs), {}, notes=notes)
 
 
+
+def image_runs(cfg, b: int, seq: int, n: int, per_image: int, image_id: int, bos_fallback: int | None = None):
+    """Sampled text ids ``[b, seq]`` laid out as BOS, then ``n`` runs of ``per_image`` image tokens, each followed
+    by one text token (the newline after ``<image>``); ``bos_fallback`` replaces a config without an int BOS id
+    (None: keep the sampled id). Refuses a ``seq`` too short for them. Returns ``(ids, generator, image_mask)``."""
+    need = 1 + n * (per_image + 1)
+    if seq < need:
+        raise _too_short(seq, need, f"{n} image(s) of {per_image} tokens")
+    ids, gen = sample_text_ids(cfg, b, seq)
+    bos = getattr(cfg.get_text_config(), "bos_token_id", None)
+    bos = bos if isinstance(bos, int) else bos_fallback
+    if bos is not None:
+        ids[:, 0] = bos
+    image_mask = torch.zeros(b, seq, dtype=torch.bool)
+    for i in range(n):
+        start = 1 + i * (per_image + 1)
+        image_mask[:, start:start + per_image] = True
+    ids[image_mask] = image_id
+    return ids, gen, image_mask
+
 def _kit() -> SimpleNamespace:
     """The shared pieces the layouts in their own modules (video_inputs.py, image_attention_inputs.py,
     flattened_patches.py) build a batch with, handed to them (they do not import this module)."""
     return SimpleNamespace(known=_known, image_input=ImageInput, image_hw=image_hw, native_size=_native_size,
                            seq=_seq, images=_images, too_short=_too_short, sample_text_ids=sample_text_ids,
-                           vision_of=vision_of, smart_resize=smart_resize)
+                           vision_of=vision_of, smart_resize=smart_resize, image_runs=image_runs)
 
 
 def layout_of(cfg) -> str | None:
@@ -419,7 +439,7 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     """LLaVA's layout for any model whose processor resizes every image to the vision tower's ``image_size``;
     the image tokens per image are the feature rows of the model's own ``get_image_features``
     (model_spec/image_tokens.py), the formula of :func:`llava_image_tokens` for LLaVA itself."""
-    vision, text = vision_of(cfg), cfg.get_text_config()
+    vision = vision_of(cfg)
     native = _native_size(vision) or processor_size(cfg)
     requested = opts.image_size or defaults.get("image_size") or native
     h, w = processed_size(cfg, opts, *image_hw(requested), smart_resize)  # Emu3's smart resize (vq_tokens.py); else as given
@@ -433,20 +453,8 @@ def _fixed_size(cfg, opts, defaults, dtype) -> list[InputSpec]:
     b, n, seq = opts.batch_size, _images(opts, defaults), _seq(opts, defaults)
     probe = image_tokens_per_image(cfg, channels, h, w)
     per_image = probe.tokens
-    need = 1 + n * (per_image + 1)
-    if seq < need:
-        raise _too_short(seq, need, f"{n} image(s) of {per_image} tokens")
-    image_id = _token(cfg, "image_token_id", "image_token_index")
-    bos = getattr(text, "bos_token_id", None)
-    bos = bos if isinstance(bos, int) else 1
-    ids, gen = sample_text_ids(cfg, b, seq)
-    ids[:, 0] = bos
-    image_mask = torch.zeros(b, seq, dtype=torch.bool)
-    pos = 1
-    for _ in range(n):
-        image_mask[:, pos:pos + per_image] = True
-        pos += per_image + 1  # one text token (the newline after <image>) follows each image
-    ids[image_mask] = image_id
+    ids, gen, image_mask = image_runs(cfg, b, seq, n, per_image, _token(cfg, "image_token_id", "image_token_index"),
+                                      bos_fallback=1)
     labels = ids.masked_fill(image_mask, IGNORE_INDEX)
     if probe.tiles:  # any resolution: each image as its tiles of the tower's size (anyres.py)
         pixels = (b * n, probe.tiles, channels, *native)

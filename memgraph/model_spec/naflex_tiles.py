@@ -59,17 +59,7 @@ def naflex_inputs(cfg, opts, defaults, dtype, kit) -> list:
                             "by pixel count): pass --image-size N or HxW")
     rows, cols, per_image, padded = single_view(cfg, *kit.image_hw(size), kit.smart_resize)
     b, n, seq = opts.batch_size, kit.images(opts, defaults), kit.seq(opts, defaults)
-    need = 1 + n * (per_image + 1)
-    if seq < need:
-        raise kit.too_short(seq, need, f"{n} image(s) of {per_image} tokens")
-    ids, _ = kit.sample_text_ids(cfg, b, seq)
-    bos = getattr(cfg.get_text_config(), "bos_token_id", None)
-    ids[:, 0] = bos if isinstance(bos, int) else ids[:, 0]
-    image = torch.zeros(b, seq, dtype=torch.bool)
-    for i in range(n):
-        start = 1 + i * (per_image + 1)
-        image[:, start:start + per_image] = True
-    ids[image] = cfg.image_token_id
+    ids, _, image = kit.image_runs(cfg, b, seq, n, per_image, cfg.image_token_id)
     patch = int(cfg.vision_config.patch_size)
     channels = getattr(cfg.vision_config, "num_channels", None) or 3
     mask = torch.zeros(b * n, padded, dtype=torch.int32)  # pad_along_first_dim's int32 mask, 0 on the padding

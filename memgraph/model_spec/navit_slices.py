@@ -61,17 +61,7 @@ def navit_inputs(cfg, opts, defaults, dtype, kit) -> list:
     h, w = kit.image_hw(opts.image_size or defaults.get("image_size") or SCALE_RESOLUTION)
     rows, cols, per_image = source_view(cfg, h, w)
     b, n, seq = opts.batch_size, kit.images(opts, defaults), kit.seq(opts, defaults)
-    need = 1 + n * (per_image + 1)
-    if seq < need:
-        raise kit.too_short(seq, need, f"{n} image(s) of {per_image} tokens")
-    ids, _ = kit.sample_text_ids(cfg, b, seq)
-    bos = getattr(cfg.get_text_config(), "bos_token_id", None)
-    ids[:, 0] = bos if isinstance(bos, int) else ids[:, 0]
-    image = torch.zeros(b, seq, dtype=torch.bool)
-    for i in range(n):
-        start = 1 + i * (per_image + 1)
-        image[:, start:start + per_image] = True
-    ids[image] = cfg.image_token_id
+    ids, _, image = kit.image_runs(cfg, b, seq, n, per_image, cfg.image_token_id)
     patch = int(cfg.vision_config.patch_size)
     channels = getattr(cfg.vision_config, "num_channels", None) or 3
     inputs = [
