@@ -160,6 +160,10 @@ class NoImageTextLayout(MemgraphError):
     """The config matches none of the layouts below: memgraph has no input recipe for this model."""
 
 
+# layouts whose module takes (cfg, opts, defaults, dtype, kit) and returns (inputs, its note)
+_NOTED_LAYOUTS = {"global-view": global_view_inputs, "patch-budget": patch_budget_inputs, "policy": policy_inputs,
+                  "patch-tokens": patch_token_inputs}
+
 def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.dtype, audio=None):
     """Batch for an image-text model: the grid (Qwen2-VL) or fixed-size (LLaVA) layout, picked from the config;
     ``audio``: an omni thinker's clip (audio_text_inputs.py ``image_text_with_audio``), grid layout only."""
@@ -189,17 +193,8 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     elif layout == "document":
         inputs, note = _document(cfg, opts, defaults, dtype)
         notes = (note,)
-    elif layout == "global-view":
-        inputs, note = global_view_inputs(cfg, opts, defaults, dtype, _kit())
-        notes = (note,)
-    elif layout == "patch-budget":
-        inputs, note = patch_budget_inputs(cfg, opts, defaults, dtype, _kit())
-        notes = (note,)
-    elif layout == "policy":
-        inputs, note = policy_inputs(cfg, opts, defaults, dtype, _kit())
-        notes = (note,)
-    elif layout == "patch-tokens":
-        inputs, note = patch_token_inputs(cfg, opts, defaults, dtype, _kit())
+    elif layout in _NOTED_LAYOUTS:  # the layouts in their own modules that return (inputs, note)
+        inputs, note = _NOTED_LAYOUTS[layout](cfg, opts, defaults, dtype, _kit())
         notes = (note,)
     elif layout == "merge-sizes":
         inputs, note = merge_size_inputs(cfg, opts, defaults, dtype, _kit(), smart_resize)
