@@ -7,7 +7,7 @@ import gc
 from torch.profiler import record_function
 
 from memgraph.cpu_profiler import cpu_memory_events, memory_profile
-from memgraph.measure.real_step import build_run, run_iteration
+from memgraph.measure.real_step import build_run, collect_compile_garbage, run_iteration
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import kineto_events
@@ -22,6 +22,7 @@ def measure_cpu(spec: ModelSpec, opts: TrainingOptions) -> dict:
         for it in range(1, opts.iterations + 1):
             with record_function(f"memgraph_iteration_{it}"):
                 run_iteration(run)
+            collect_compile_garbage(run)
         del run
     return {"optimizer_impl": impl, "iterations": per_iteration(prof, opts.iterations)}
 

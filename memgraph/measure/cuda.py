@@ -7,7 +7,7 @@ import subprocess
 import torch
 
 from memgraph.errors import MemgraphError
-from memgraph.measure.real_step import build_run, precision_context, run_iteration
+from memgraph.measure.real_step import build_run, collect_compile_garbage, precision_context, run_iteration
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
 from memgraph.private_api import (
@@ -55,6 +55,7 @@ def measure_cuda(spec: ModelSpec, opts: TrainingOptions, snapshot: str | None = 
             "nvidia_smi": nvidia_smi_query(),
             "memory_stats": {k: v for k, v in torch.cuda.memory_stats().items() if isinstance(v, (int, float))},
         })
+        collect_compile_garbage(run)  # after this iteration's figures: the next one starts without Dynamo's garbage
     if snapshot:
         dump_memory_history(snapshot)
     props = torch.cuda.get_device_properties(0)

@@ -131,7 +131,7 @@ def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
 
     from memgraph.cpu_profiler import memory_profile
     from memgraph.measure.cpu import per_iteration
-    from memgraph.measure.real_step import build_run, run_iteration
+    from memgraph.measure.real_step import build_run, collect_compile_garbage, run_iteration
     from memgraph.model_spec.defaults import resolve_defaults
     from memgraph.private_api import allocation_events
     from memgraph.trace.parallel.distributed import distributed_run
@@ -146,6 +146,7 @@ def measure_rank(spec: ModelSpec, opts: TrainingOptions) -> dict:
             for it in range(1, opts.iterations + 1):
                 with record_function(f"memgraph_iteration_{it}"):
                     run_iteration(run, scaler=setup.engine_loop if opts.deepspeed else None)
+                collect_compile_garbage(run)
             del run
         gc.collect()
     iterations = per_iteration(prof, opts.iterations)
