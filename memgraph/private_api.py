@@ -1323,6 +1323,11 @@ def wrap_checkpoint_functions(model: torch.nn.Module, wrap: Callable[[Callable],
 #     not the free RAM of the machine memgraph runs on;
 #   * deepspeed/utils/groups.py keeps the process groups it made (``_WORLD_GROUP``, ``_DATA_PARALLEL_GROUP``, ...) in
 #     module globals for the process: each run starts from fresh ones (None / {}), restored at its end;
+#   * deepspeed/comm/torch.py ``TorchBackend.__init__`` calls ``build_shm_op()``, which on the CPU accelerator builds
+#     the ShareMemCommBuilder C++ op with g++ the first time on a machine (about 50 CPU s on 2 cores, cached in
+#     ~/.cache/torch_extensions per Python and torch): the op serves ``inference_all_reduce`` and the backend's
+#     shared-memory setup between real processes, neither of which a training step over the fake process group
+#     uses; answered None (no op, as where the builder is incompatible) for the run;
 #   ``.item()`` in the overflow and norm checks (stage_1_and_2.py ``has_overflow``, runtime/utils.py) is answered
 #   by memgraph/ds_engine/scalars.py, not here.
 # --------------------------------------------------------------------------------------------
@@ -1335,7 +1340,8 @@ def _ds_modules():
     import importlib
 
     return {name: importlib.import_module(name) for name in (
-        "deepspeed.runtime.zero.utils", "deepspeed.runtime.zero.linear", "deepspeed.comm.comm", "deepspeed.utils.groups", _DS_STAGE_1_AND_2,
+        "deepspeed.runtime.zero.utils", "deepspeed.runtime.zero.linear", "deepspeed.comm.comm", "deepspeed.comm.torch",
+        "deepspeed.utils.groups", _DS_STAGE_1_AND_2,
         *_DS_ASSERT_MODULES)}
 
 
@@ -1359,6 +1365,8 @@ def _check_deepspeed_on_meta():
         return "stage_1_and_2.py no longer records shapes with torch.zeros_like(param.data, device='meta')"
     if not hasattr(modules["deepspeed.comm.comm"], "cdb"):
         return "deepspeed.comm.comm.cdb is missing"
+    if "build_shm_op()" not in inspect.getsource(modules["deepspeed.comm.torch"].TorchBackend.__init__):
+        return "deepspeed.comm.torch.TorchBackend.__init__ no longer calls build_shm_op()"
     if "accelerator.available_memory()" not in inspect.getsource(modules[_DS_STAGE_1_AND_2].DeepSpeedZeroOptimizer):
         return "DeepSpeedZeroOptimizer no longer asks accelerator.available_memory() where to flatten"
     return _missing(get_accelerator(), "device_name", "current_device_name", "is_fp16_supported", "available_memory")
@@ -1436,6 +1444,7 @@ def deepspeed_on_meta(rank: int, world_size: int, autocast_device: str, availabl
                                 lambda: _NamedDevice(autocast_device)))
         patch(mock.patch.object(modules[_DS_STAGE_1_AND_2], "torch", _TorchWithOwnMetaTensors()))
         patch(mock.patch.object(modules["deepspeed.comm.comm"], "cdb", None))
+        patch(mock.patch.object(modules["deepspeed.comm.torch"], "build_shm_op", lambda: None))  # no g++ build
         groups = modules["deepspeed.utils.groups"]
         for name, value in list(vars(groups).items()):  # the process groups of an earlier run (another world)
             if (name.startswith("_") and name.isupper() or name in ("mpu", "mesh_device")) and (

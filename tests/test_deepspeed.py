@@ -45,6 +45,18 @@ def test_tiny_llama_parameter_count():
     assert TINY_LLAMA_PARAMETERS == 202_048
 
 
+def test_prediction_builds_no_deepspeed_op(tmp_path, monkeypatch):
+    # DeepSpeed's TorchBackend builds its shared-memory comm op (ShareMemCommBuilder) with g++ on the CPU accelerator
+    # the first time on a machine: about 50 CPU s on 2 cores, which the fast suite paid on every fresh machine (CI's)
+    # before memgraph/private_api.py deepspeed_on_meta answered build_shm_op() with None for the traced run.
+    # torch.utils.cpp_extension builds under TORCH_EXTENSIONS_DIR, read at each load: an empty one here.
+    extensions = tmp_path / "torch_extensions"
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(extensions))
+    result, _ = _trace(_config(tmp_path, {"stage": 2, "reduce_bucket_size": 20_000, "allgather_bucket_size": 20_000}))
+    assert result.steady_state_peak.bytes > 0
+    assert not extensions.exists() or not any(extensions.iterdir()), sorted(extensions.rglob("*"))[:5]
+
+
 def test_reduce_buckets_have_the_configured_size_twice_with_overlap_comm(tmp_path):
     # ZeRO-2, contiguous_gradients (default True): each backward allocates its reduce bucket of reduce_bucket_size
     # elements in bf16, 20,000 x 2 B = 40,000 B, and a second one with overlap_comm (deepspeed 0.19.8
