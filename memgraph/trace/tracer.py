@@ -155,6 +155,8 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
                 for t in grad_scaler_state(scaler):
                     rec.mark_role(t, Role.OPTIMIZER_STATE)
             bounds.append((first, len(rec.log.events)))
+            if compiled:  # between the iterations, as the measurement does (measure/real_step.py)
+                compiled.collect_garbage(rec.log, it)
     rec.close()
     progress.watch(None)
     params = list(model.parameters())
