@@ -32,7 +32,7 @@ class CompiledStep:
     def __init__(self, opts, forward_context=None):
         self.opts = opts
         self.stats = GraphStats()
-        self._garbage: dict[int, int] = {}  # iteration -> bytes the collection after it freed (collect_garbage)
+        self._garbage: dict = {}  # iteration -> (bytes the collection after it freed, its largest storage)
         budget = opts.activation_memory_budget
         if opts.target == "cpu":
             self.backend = InductorOnMeta(self.stats, opts.compile_mode, budget)
@@ -98,9 +98,9 @@ class CompiledStep:
         are stated (notes)."""
         start = len(log.events)
         gc.collect()  # works with the collector paused (memgraph/collector.py); frozen objects are not garbage
-        freed = sum(log.storages[sid].nbytes for kind, sid in log.events[start:] if kind == FREE)
-        if freed:
-            self._garbage[iteration] = freed
+        storages = [log.storages[sid] for kind, sid in log.events[start:] if kind == FREE]
+        if storages:
+            self._garbage[iteration] = (sum(s.nbytes for s in storages), max(storages, key=lambda s: s.nbytes))
 
     def notes(self) -> list[str]:
         s = self.stats
@@ -123,11 +123,13 @@ class CompiledStep:
                  f"({inductor.buffers // self.opts.iterations} buffers)")
         notes = [line]
         notes += [f"graph break ({n}x): {one_line(reason)}" for reason, n in self._breaks.items()]
-        for iteration, freed in self._garbage.items():
+        for iteration, (freed, largest) in self._garbage.items():
+            shape = "x".join(map(str, largest.shape)) or "scalar"
             notes.append(f"compile: Python's garbage collector freed {_b(freed)} that Dynamo's tracing state kept "
-                         f"after iteration {iteration}; the steady state is after that collection (measured the "
-                         f"same way): until a full collection runs, the next iteration's peak can be up to "
-                         f"{_b(freed)} higher")
+                         f"after iteration {iteration} (largest: {shape} {largest.dtype} {largest.phase} tensor, "
+                         f"{_b(largest.nbytes)}); the steady state is after that collection (measured the same "
+                         f"way): until a full collection runs, the next iteration's peak can be up to {_b(freed)} "
+                         f"higher")
         notes.append("compile: the first step also compiles (Dynamo, AOTAutograd, Inductor run on the host with "
                      "fake tensors: no device memory)" + ("; max-autotune benchmarks candidate kernels on the device "
                      "in the first step, not modelled" if self.opts.compile_mode != "default" else ""))
