@@ -34,11 +34,12 @@ FAMILIES = {  # measured to the byte on torch 2.13.0+cpu (sgd, batch 1)
     # recorder's __torch_dispatch__, entered from the eager code between breaks
     "tiny-llava": dict(seq_len=64, images=1),
 }
-# bytes Dynamo's tracing state kept after the compiling iteration, freed by gc.collect(), as (the trace's note, the
-# measurement's iteration-1 end less iteration-2 start), on torch 2.13.0; the other families: no note, nothing freed.
-# GPT-2: the first compiled call's outputs (its 32x1000 float32 logits among them), equal to the byte. LLaVA: the
-# trace's collection frees 10,816 B more than the real one (not identified; the steady states agree within 2%).
-GARBAGE = {"tiny-gpt2": (160_772, 160_772), "tiny-llava": (47_680, 36_864)}
+# bytes Dynamo's tracing state kept after the compiling iteration, freed by the trace's gc.collect() (its note), on
+# torch 2.13.0; the other families: no note, nothing freed. GPT-2: the first compiled call's outputs (its 32x1000
+# float32 logits among them). The real step's collection (iteration-1 end less iteration-2 start) frees at most as
+# much: as much for GPT-2 (160,772 B), 36,864 B or 47,680 B for LLaVA in two runs of the same test (Python's
+# automatic collection, run during iteration 1 or not, frees part of it first).
+GARBAGE = {"tiny-gpt2": 160_772, "tiny-llava": 47_680}
 GRAPHS = {"tiny-gpt2": "2 graphs, 2 graph breaks", "tiny-llava": "6 graphs, 14 graph breaks"}  # else 1 graph, 0
 
 
@@ -57,8 +58,7 @@ def test_compiled_step_within_2_percent(family):
     collected = iterations[0]["end_allocated"] - iterations[1]["start_allocated"]
     garbage = [n for n in r.notes if n.startswith("compile: Python's garbage collector freed")]
     if family in GARBAGE:
-        traced, real = GARBAGE[family]
-        assert collected == real and f"({traced:,} B)" in garbage[0], (collected, garbage)
+        assert 0 <= collected <= GARBAGE[family] and f"({GARBAGE[family]:,} B)" in garbage[0], (collected, garbage)
     else:
         assert collected <= 0 and not garbage, (collected, garbage)
     breaks = GRAPHS.get(family, "1 graph, 0 graph breaks")
