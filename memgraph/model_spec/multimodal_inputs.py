@@ -164,6 +164,7 @@ class NoImageTextLayout(MemgraphError):
 _NOTED_LAYOUTS = {"global-view": global_view_inputs, "patch-budget": patch_budget_inputs, "policy": policy_inputs,
                   "patch-tokens": patch_token_inputs}
 
+
 def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.dtype, audio=None):
     """Batch for an image-text model: the grid (Qwen2-VL) or fixed-size (LLaVA) layout, picked from the config;
     ``audio``: an omni thinker's clip (audio_text_inputs.py ``image_text_with_audio``), grid layout only."""
@@ -248,7 +249,6 @@ def image_text_to_text(cfg, opts: TrainingOptions, defaults: dict, dtype: torch.
     return Batch(tuple(inputs), {}, notes=notes)
 
 
-
 def image_runs(cfg, b: int, seq: int, n: int, per_image: int, image_id: int, bos_fallback: int | None = None):
     """Sampled text ids ``[b, seq]`` laid out as BOS, then ``n`` runs of ``per_image`` image tokens, each followed
     by one text token (the newline after ``<image>``); ``bos_fallback`` replaces a config without an int BOS id
@@ -267,6 +267,7 @@ def image_runs(cfg, b: int, seq: int, n: int, per_image: int, image_id: int, bos
         image_mask[:, start:start + per_image] = True
     ids[image_mask] = image_id
     return ids, gen, image_mask
+
 
 def _kit() -> SimpleNamespace:
     """The shared pieces the layouts in their own modules (video_inputs.py, image_attention_inputs.py,
