@@ -7,7 +7,8 @@ Target (issue 30): `analyze llama-3-8b --compile --precision bf16-mixed -s 4096 
 seconds on the 2-core development machine. CPU seconds (user + sys of the child, from the OS's accounting) count
 the work, not the waiting, but a machine shared with other busy processes still inflates them (caches, hyper-
 threads): compare figures measured side by side. Prints one line per case with the steady-state peak, so a speed
-change that moved bytes shows; asserts nothing.
+change that moved bytes shows; asserts nothing. Measured 2026-11-27 on a quiet machine, side by side: llama-3-8b 58.1
+CPU s (65.4 before memgraph/frame_stack.py), tiny Llama cuda 9.7 (11.0), tiny Llama cpu 16.8 (18.2).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import torch
 from functorch.compile import aot_module_simplified, make_boxed_func
 
 from memgraph.compiled.graphs import GraphStats
+from memgraph.compiled.inductor_cpu import no_compile_caches
 from memgraph.errors import MemgraphError
 from memgraph.private_api import (compile_internals, compile_log_text_skipped, composite_ops_decompose_on_meta,
                                   outputs_fakified_first)
@@ -46,7 +47,7 @@ class GraphsOnMeta:
         if self.budget is not None:
             stack.enter_context(api.functorch_config.patch(activation_memory_budget=self.budget))
         if self.inductor is not None:
-            stack.enter_context(torch.compiler.config.patch(force_disable_caches=True))
+            stack.enter_context(no_compile_caches())
             stack.enter_context(api.inductor_config.patch(compile_threads=1))
         return stack
 

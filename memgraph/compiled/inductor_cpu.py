@@ -12,6 +12,7 @@ into those buffers, are stubs: g++ never runs.
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 
@@ -82,7 +83,7 @@ class InductorOnMeta:
         config_patches = {"max_autotune": True} if self.mode == "max-autotune-no-cudagraphs" else {}
         config_patches.update(custom_partitioner_fn=_partitioner(self.stats, self.budget), compile_threads=1)
         stack = contextlib.ExitStack()
-        for ctx in (_no_caches(), compile_log_text_skipped(), _budget(api, self.budget), api.inductor_config.patch(config_patches),
+        for ctx in (no_compile_caches(), compile_log_text_skipped(), _budget(api, self.budget), api.inductor_config.patch(config_patches),
                     _patched(api.AsyncCompile, "cpp_pybinding", _stub_binding)):
             stack.enter_context(ctx)
         return stack
@@ -134,9 +135,14 @@ def _patched(owner, name: str, value):
         setattr(owner, name, original)
 
 
-def _no_caches():
-    """Inductor's on-disk caches off while memgraph compiles (torch.compiler.config.force_disable_caches)."""
-    return torch.compiler.config.patch(force_disable_caches=True)
+@contextlib.contextmanager
+def no_compile_caches():
+    """Inductor's on-disk caches off while memgraph compiles (torch.compiler.config.force_disable_caches), and the
+    warning that setting gives each process (torch 2.13 torch/_dynamo/pgo.py: "dynamo_pgo force disabled by
+    torch.compiler.config.force_disable_caches") not shown: memgraph's choice, nothing for the user to act on."""
+    with torch.compiler.config.patch(force_disable_caches=True), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
+        yield
 
 
 def _budget(api, budget: float | None):

@@ -8,6 +8,7 @@ import sys
 import torch
 
 from memgraph.errors import MemgraphError
+from memgraph.frame_stack import on_deep_frame_stack
 from memgraph.model_spec.defaults import resolve_defaults
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import ModelSpec
@@ -15,6 +16,7 @@ from memgraph.model_spec.sources import ModelSpec
 MEASUREMENT_SCHEMA = 1
 
 
+@on_deep_frame_stack  # the real step's compile too (memgraph/frame_stack.py)
 def run_measurement(spec: ModelSpec, opts: TrainingOptions, device: str, snapshot: str | None = None) -> dict:
     """Measure ``spec`` trained with ``opts`` on ``device`` ('cpu' or 'cuda'); returns the JSON record."""
     if device == "cpu":

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from memgraph.collector import paused_gc
+from memgraph.frame_stack import on_deep_frame_stack
 from memgraph.compiled import CompiledStep
 from memgraph.errors import MemgraphError
 from memgraph.facts.gpus import get_gpu
@@ -68,6 +69,7 @@ class Trace:
     model_kind: str = "other"  # the key of the validated error band (model_spec/kinds.py)
 
 
+@on_deep_frame_stack  # Dynamo's and Inductor's deep calls without an mmap per call (memgraph/frame_stack.py)
 def trace_training(spec: ModelSpec, opts: TrainingOptions, rank: int = 0) -> Trace:
     """Run ``opts.iterations`` training iterations of ``spec`` on meta, recording everything.
 
