@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memgraph"
 
 # Lowest first. A name is the first part of the module path below memgraph/.
 LAYERS = [
-    {"errors", "units", "version", "cpu_profiler", "private_api", "collector", "notes"},  # foundation
+    {"errors", "units", "version", "cpu_profiler", "private_api", "collector", "frame_stack", "notes"},  # foundation
     {"facts"},  # what PyTorch, CUDA and the GPUs do, as data
     {"model_spec", "job_config"},  # what to build and how to train it (job_config: read from a user's config file)
     {"step"},  # the training step built and run: shared by the trace, the real run and each rank

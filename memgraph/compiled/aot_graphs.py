@@ -36,6 +36,7 @@ class GraphsOnMeta:
         # the partitioned graphs' compilers: Inductor for CUDA (inductor_cuda.InductorCudaCompiler), else as is
         self.fw_compiler = compiler.forward if compiler is not None else _as_is
         self.bw_compiler = compiler.backward if compiler is not None else _as_is
+        self.inference_compiler = compiler.inference if compiler is not None else _as_is
         self.inductor = compiler
 
     def context(self) -> contextlib.ExitStack:
@@ -54,9 +55,18 @@ class GraphsOnMeta:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         emulation = self.forward_context() if self.forward_context is not None else contextlib.nullcontext()
         with emulation, composite_ops_decompose_on_meta():  # else nll_loss & co. get no gradient on meta
+            # keep_inference_input_mutations: a graph without autograd (a compiled optimizer step) mutates its inputs
+            # in the graph, as Inductor's compile_fx asks AOTAutograd to (torch 2.13 torch/_inductor/compile_fx.py),
+            # so Inductor writes the state in place; without it each mutated input came back as a new buffer
             return aot_module_simplified(gm, example_inputs, fw_compiler=self.fw_compiler,
-                                         bw_compiler=self.bw_compiler,
-                                         partition_fn=self._partition, decompositions=compile_internals().decompositions())
+                                         bw_compiler=self.bw_compiler, inference_compiler=self._inference,
+                                         partition_fn=self._partition, decompositions=compile_internals().decompositions(),
+                                         keep_inference_input_mutations=True)
+
+    def _inference(self, gm: torch.fx.GraphModule, example_inputs):
+        """A graph without autograd (a compiled optimizer step): counted, then compiled as a forward."""
+        self.stats.inference(gm)
+        return self.inference_compiler(gm, example_inputs)
 
     def _partition(self, joint, joint_inputs, **kwargs):
         if self.inductor is not None:  # Inductor's joint-graph passes first (on the graph made CUDA), as its own

@@ -16,7 +16,7 @@ import warnings
 
 import torch
 
-from memgraph.compiled.graphs import GraphStats, graph_on
+from memgraph.compiled.graphs import GraphStats, WithLifted, generated_call, graph_on, lift_tensor_attributes
 from memgraph.private_api import compile_internals, compile_log_text_skipped
 
 _KERNEL_PREFIX = "cpp_"  # Inductor names its C++ kernels cpp_fused_*, cpp_* (torch/_inductor/codegen/cpp.py)
@@ -90,15 +90,19 @@ class InductorOnMeta:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         api = compile_internals()
-        return api.compile_fx(graph_on_cpu(gm), fake_cpu_inputs(example_inputs), inner_compile=self._inner)
+        gm, lifted = lift_tensor_attributes(gm)  # a compiled optimizer step's state (graphs.py)
+        compiled = api.compile_fx(graph_on_cpu(gm), fake_cpu_inputs([*example_inputs, *lifted]), inner_compile=self._inner)
+        return WithLifted(compiled, lifted) if lifted else compiled
 
     def _inner(self, *args, **kwargs):
         api = compile_internals()
+        if kwargs.get("is_inference"):  # no partition to count it (compile_fx's inference compiler)
+            self.stats.inference(args[0])
         out = api.compile_fx_inner(*args, **kwargs)
         if not hasattr(out, "current_callable"):  # a graph without ops (torch 2.13 compile_fx.py, count_calls ==
             return out  # 0: its own forward, boxed): it returns its inputs, nothing to run on meta
         call = out.current_callable
-        module_globals = call.__globals__
+        module_globals = generated_call(call).__globals__
         path = module_globals.get("__file__")
         api.PyCodeCache.modules_no_attr.pop(path, None)  # a real compile of the same code loads its own kernels
         out.current_callable = self._on_meta(call, module_globals)

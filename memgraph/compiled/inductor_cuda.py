@@ -23,7 +23,7 @@ import weakref
 
 import torch
 
-from memgraph.compiled.graphs import graph_on, unfused_peak
+from memgraph.compiled.graphs import generated_call, graph_on, unfused_peak
 from memgraph.private_api import (compile_internals, disable_current_modes, inductor_cuda_without_gpu,
                                   inductor_joint_partition, torch_function_modes_popped)
 
@@ -153,7 +153,11 @@ class InductorCudaCompiler:
     def backward(self, gm: torch.fx.GraphModule, example_inputs):
         return self._compile(gm, example_inputs, is_backward=True)
 
-    def _compile(self, gm, example_inputs, is_backward: bool):
+    def inference(self, gm: torch.fx.GraphModule, example_inputs):
+        """A graph without autograd (a compiled optimizer step), compiled as Inductor's inference compiler does."""
+        return self._compile(gm, example_inputs, is_backward=False, is_inference=True)
+
+    def _compile(self, gm, example_inputs, is_backward: bool, is_inference: bool = False):
         api = compile_internals()
         graph = len(self.unfused_peaks)
         self.unfused_peaks.append(unfused_peak(gm))
@@ -166,11 +170,11 @@ class InductorCudaCompiler:
             gm = graph_on_cuda(gm)
             if not _values_are_cuda(gm):  # the partitioner's graphs keep the joint graph's (CUDA) values
                 gm = _values_on_cuda(gm, inputs)
-            out = api.compile_fx_inner(gm, inputs, is_backward=is_backward)
+            out = api.compile_fx_inner(gm, inputs, is_backward=is_backward, is_inference=is_inference)
         if not hasattr(out, "current_callable"):  # a graph without ops: its own forward, nothing allocated
             return out
         call = out.current_callable
-        module_globals = call.__globals__
+        module_globals = generated_call(call).__globals__
         path = module_globals.get("__file__")
         api.PyCodeCache.modules_no_attr.pop(path, None)  # a real compile of the same code loads its own kernels
         out.current_callable = self._on_meta(call, module_globals, graph)

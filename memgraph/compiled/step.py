@@ -40,6 +40,7 @@ class CompiledStep:
             self.inductor = InductorCudaCompiler(get_gpu(opts.gpu))
             self.backend = GraphsOnMeta(self.stats, budget, forward_context, self.inductor)
         self._breaks: dict[str, int] = {}
+        self._recorder_modes: list = []  # the trace's dispatch modes, as the compiled calls found them
 
     @contextlib.contextmanager
     def context(self):
@@ -79,7 +80,8 @@ class CompiledStep:
         else:
             step.runner = self.wrap(step.runner)
         compile_scope(step, lambda fn: _CompiledCall(fn, torch.compile(fn, backend=self.backend, dynamic=False),
-                                                     self.stats, counts=False))
+                                                     self.stats, counts=False, modes=self._recorder_modes),
+                      lambda: self._recorder_modes)
 
     def _compile_unit(self, unit) -> None:
         """``unit.compile(backend=...)`` as torchtune writes it, its compiled call made through :class:`_CompiledCall`
@@ -154,12 +156,16 @@ class _CompiledCall:
     """``counts``: each call is a new call of the step (the model's); the loss's and the optimizer step's graphs are
     counted with the model call of the same iteration (GraphStats.step)."""
 
-    def __init__(self, runner, compiled, stats: GraphStats, counts: bool = True):
+    def __init__(self, runner, compiled, stats: GraphStats, counts: bool = True, modes: list | None = None):
         self._runner, self._compiled, self._stats, self._counts = runner, compiled, stats, counts
+        self._modes = modes  # filled with the trace's dispatch modes at each call (scope.py _init_group_recorded)
 
     def __call__(self, *args, **kwargs):
         self._stats.call += self._counts
-        for mode in compile_internals().dispatch_modes():
+        modes = compile_internals().dispatch_modes()
+        if self._modes is not None:
+            self._modes[:] = modes
+        for mode in modes:
             mode.ignore_compile_internals = _true
         with torch_function_modes_popped(), _meta_constants():
             return self._compiled(*args, **kwargs)

@@ -537,7 +537,7 @@ class TrainingOptions:
     compile_optimizer: bool = option(
         False, "--compile-optimizer",
         "with `--compile`: the optimizer step compiled too (`torch.compile(optimizer.step)`, PyTorch's compiled "
-        "optimizer recipe); modelled for `--optimizer-impl fused`, whose kernel Dynamo leaves eager")
+        "optimizer recipe); fused, foreach and for-loop")
     activation_memory_budget: float | None = option(
         None, "--activation-memory-budget",
         "with `--compile`: `torch._functorch.config.activation_memory_budget`, the knapsack partitioner's share of "
