@@ -50,6 +50,7 @@ def test_compiled_loss_and_optimizer_within_2_percent(case):
     assert any(n.startswith("compiled: torch.compile " + NOTE[case]) for n in r.notes), r.notes
 
 
+@pytest.mark.slow  # ~9 CPU s: Inductor compiles the model and the optimizer step for CUDA
 def test_compiled_foreach_step_on_the_cuda_target_by_hand():
     """cuda target, AdamW foreach compiled: the state is exp_avg and exp_avg_sq of every parameter (each the
     parameters' bytes, in the same 512-B blocks) and, capturable as Dynamo makes it for GPU parameters, one 4-B
