@@ -1624,6 +1624,35 @@ def _check_compile_internals():
     return None
 
 
+# --------------------------------------------------------------------------------------------
+# The compiled optimizer step (``--compile-optimizer`` with foreach or for-loop; memgraph/compiled/scope.py, graphs.py)
+#   for: the trace of ``torch.compile(opt.step)``. Dynamo runs the optimizer's ``_init_group`` eagerly while it
+#   traces (OptimizerVariable.call_method: the state is born there, so memgraph puts the recorder's dispatch modes
+#   back around it) and sets ``capturable`` for parameters on a GPU (_set_capturable, mirrored on the cuda target);
+#   it keeps the state as graph attributes whose sources AOTAutograd reads from ``_param_name_to_source`` and each
+#   placeholder's ``_dynamo_source`` (memgraph lifts them into placeholders); Inductor wraps the generated ``call``
+#   of a graph mutating its inputs in ``align_inputs_from_check_idxs`` (a closure over it as ``model``). Read from
+#   torch 2.13.0, torch/_dynamo/variables/optimizer.py, torch/_functorch/_aot_autograd/frontend_utils.py,
+#   torch/_inductor/utils.py.
+# --------------------------------------------------------------------------------------------
+@_guard("compiled_optimizer", "torch", "torch 2.13.0, torch/_dynamo/variables/optimizer.py and torch/_functorch")
+def _check_compiled_optimizer():
+    from torch._dynamo.variables.optimizer import OptimizerVariable
+    from torch._functorch._aot_autograd import frontend_utils
+    from torch._inductor import utils as inductor_utils
+
+    if "self.value._init_group(" not in inspect.getsource(OptimizerVariable.call_method):
+        return "OptimizerVariable.call_method no longer runs the optimizer's _init_group itself"
+    if 'group["capturable"] = True' not in inspect.getsource(OptimizerVariable._set_capturable):
+        return "OptimizerVariable._set_capturable no longer sets capturable"
+    source = inspect.getsource(frontend_utils._try_get_metadata_from_dynamo)
+    if "_dynamo_source" not in source or "_param_name_to_source" not in source:
+        return "AOTAutograd's _try_get_metadata_from_dynamo no longer reads _dynamo_source and _param_name_to_source"
+    if "model(new_inputs)" not in inspect.getsource(inductor_utils.align_inputs_from_check_idxs):
+        return "Inductor's align_inputs_from_check_idxs no longer calls the generated code as model"
+    return None
+
+
 def compile_internals():
     """The private torch.compile modules ``--compile`` reaches into (guarded): a namespace of them."""
     require("compile_internals")

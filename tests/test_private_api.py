@@ -129,6 +129,8 @@ BREAKS = {  # guard -> (owner, attribute, replacement or None to delete, text th
                                "_clear_fast_path_sharding_prop_cache"),
     "compile_internals": ("torch._inductor.async_compile.AsyncCompile", "cpp_pybinding", None,
                           "AsyncCompile.cpp_pybinding"),
+    "compiled_optimizer": ("torch._dynamo.variables.optimizer.OptimizerVariable", "call_method",
+                           lambda self, tx, name, args, kwargs: None, "_init_group"),
     "transformers_audio_processors": ("transformers.Qwen2AudioProcessor", "_process_audio",
                                       lambda self, audios, **kw: None, "_process_audio"),
     "transformers_torchaudio_backend": ("transformers.utils.import_utils.BACKENDS_MAPPING", "torchaudio", None,

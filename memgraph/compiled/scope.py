@@ -19,7 +19,7 @@ import contextlib
 from typing import Callable
 
 from memgraph.errors import MemgraphError
-from memgraph.private_api import compile_internals
+from memgraph.private_api import compile_internals, require
 
 # The optimizers whose compiled step memgraph models: PyTorch's own, each implementation. Dynamo (torch 2.13) does
 # not trace the fused kernels (its graph break: "Skip calling `torch.compiler.disable()`d function _fused_adam"): the
@@ -51,6 +51,7 @@ def compile_scope(step, compile_fn: Callable, recorder_modes: Callable[[], list]
             step.compute_loss = compile_fn(step.compute_loss)
     if opts.compile_optimizer and step.optimizer is not None:
         if recorder_modes is not None:
+            require("compiled_optimizer")
             if opts.target == "cuda":
                 _capturable_as_on_gpu(step.optimizer)
             _init_group_recorded(step.optimizer, recorder_modes)
