@@ -16,7 +16,8 @@ import warnings
 
 import torch
 
-from memgraph.compiled.graphs import GraphStats, WithLifted, generated_call, graph_on, lift_tensor_attributes
+from memgraph.compiled.graphs import GraphStats, generated_call, graph_on
+from memgraph.compiled.lifted import WithLifted, lift_tensor_attributes
 from memgraph.private_api import compile_internals, compile_log_text_skipped
 
 _KERNEL_PREFIX = "cpp_"  # Inductor names its C++ kernels cpp_fused_*, cpp_* (torch/_inductor/codegen/cpp.py)
@@ -90,7 +91,7 @@ class InductorOnMeta:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         api = compile_internals()
-        gm, lifted = lift_tensor_attributes(gm)  # a compiled optimizer step's state (graphs.py)
+        gm, lifted = lift_tensor_attributes(gm)  # a compiled optimizer step's state (lifted.py)
         compiled = api.compile_fx(graph_on_cpu(gm), fake_cpu_inputs([*example_inputs, *lifted]), inner_compile=self._inner)
         return WithLifted(compiled, lifted) if lifted else compiled
 

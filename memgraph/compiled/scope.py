@@ -25,7 +25,7 @@ from memgraph.private_api import compile_internals, require
 # not trace the fused kernels (its graph break: "Skip calling `torch.compiler.disable()`d function _fused_adam"): the
 # step breaks there and the fused kernel runs eagerly, as in the real compiled step. The foreach and for-loop steps
 # are traced by Dynamo into one graph, the optimizer's state an attribute of it (Dynamo's OptimizerVariable), lifted
-# into the graph's inputs by memgraph's backends (memgraph/compiled/graphs.py lift_tensor_attributes); the state
+# into the graph's inputs by memgraph's backends (memgraph/compiled/lifted.py lift_tensor_attributes); the state
 # itself is made while Dynamo traces the first call, by the optimizer's own ``_init_group``, which Dynamo runs
 # eagerly (torch 2.13 torch/_dynamo/variables/optimizer.py ``OptimizerVariable.call_method``) with the trace's
 # dispatch modes off: :func:`_init_group_recorded`. Tiny Llama, AdamW, batch 1, seq 32, cpu target: 3,274,652 B

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 import torch
 
 from memgraph.collector import paused_gc
-from memgraph.frame_stack import on_deep_frame_stack
 from memgraph.compiled import CompiledStep
 from memgraph.errors import MemgraphError
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.unknowns import BoundedUnknown
+from memgraph.frame_stack import on_deep_frame_stack
 from memgraph.model_spec.lora import finetuning_notes
 from memgraph.model_spec.modality import module_modalities
 from memgraph.model_spec.defaults import resolve_defaults
