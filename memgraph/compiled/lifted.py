@@ -17,10 +17,10 @@ import torch
 def lift_tensor_attributes(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
     """``gm`` with each tensor it reads through ``get_attr`` made a placeholder after its own (on a copy of the
     graph: Dynamo reads its own graph's placeholders after the backend returns), and those tensors."""
-    if not any(n.op == "get_attr" and isinstance(_attribute(gm, n.target), torch.Tensor) for n in gm.graph.nodes):
+    if not _tensor_attributes(gm):
         return gm, []
     gm = _copy(gm)  # Dynamo reads its own graph's placeholders after the backend returns
-    attrs = [n for n in gm.graph.nodes if n.op == "get_attr" and isinstance(_attribute(gm, n.target), torch.Tensor)]
+    attrs = _tensor_attributes(gm)  # the copy's nodes
     last = list(gm.graph.find_nodes(op="placeholder"))[-1:]
     values = []
     for node in attrs:
@@ -37,6 +37,11 @@ def lift_tensor_attributes(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModu
         last = [placeholder]
     gm.recompile()
     return gm, values
+
+
+def _tensor_attributes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """``gm``'s ``get_attr`` nodes that read a tensor."""
+    return [n for n in gm.graph.nodes if n.op == "get_attr" and isinstance(_attribute(gm, n.target), torch.Tensor)]
 
 
 def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

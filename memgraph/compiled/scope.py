@@ -35,7 +35,7 @@ from memgraph.private_api import compile_internals, require
 COMPILED_OPTIMIZERS = ("sgd", "sgd-momentum", "sgd-nesterov", "adam", "adamw")
 
 
-def compile_scope(step, compile_fn: Callable, recorder_modes: Callable[[], list] | None = None) -> None:
+def compile_scope(step, compile_fn: Callable, recorder_modes: list | None = None) -> None:
     """``step``'s loss function and optimizer ``step`` replaced by ``compile_fn(fn)`` where the options say so;
     ``recorder_modes``: in the trace, the trace's dispatch modes (:func:`_init_group_recorded`); None in a real run."""
     opts = step.options
@@ -68,12 +68,12 @@ def _capturable_as_on_gpu(optimizer) -> None:
             group["capturable"] = True
 
 
-def _init_group_recorded(optimizer, recorder_modes: Callable[[], list]) -> None:
+def _init_group_recorded(optimizer, recorder_modes: list) -> None:
     """``optimizer._init_group`` (the lazy creation of its state: ``exp_avg``, ``exp_avg_sq``, ``step``) run with
     the trace's dispatch modes back on the stack: Dynamo runs it eagerly while it traces the compiled step's first
     call, where the real step allocates the state, and with every dispatch mode off (torch 2.13 convert_frame), so
-    the recorder would not see those storages born. ``recorder_modes()``: the trace's modes, those of the last
-    compiled call (compiled/step.py)."""
+    the recorder would not see those storages born. ``recorder_modes``: the trace's modes, filled by each
+    compiled call (compiled/step.py _CompiledCall)."""
     init_group = getattr(optimizer, "_init_group", None)
     if init_group is None:  # an optimizer without one: Dynamo traces its step normally
         return
@@ -81,7 +81,7 @@ def _init_group_recorded(optimizer, recorder_modes: Callable[[], list]) -> None:
     def recorded(*args, **kwargs):
         on = set(map(id, compile_internals().dispatch_modes()))
         with contextlib.ExitStack() as stack:
-            for mode in recorder_modes():
+            for mode in recorder_modes:
                 if id(mode) not in on:
                     stack.enter_context(mode)
             return init_group(*args, **kwargs)

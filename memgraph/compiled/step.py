@@ -81,7 +81,7 @@ class CompiledStep:
             step.runner = self.wrap(step.runner)
         compile_scope(step, lambda fn: _CompiledCall(fn, torch.compile(fn, backend=self.backend, dynamic=False),
                                                      self.stats, counts=False, modes=self._recorder_modes),
-                      lambda: self._recorder_modes)
+                      self._recorder_modes)
 
     def _compile_unit(self, unit) -> None:
         """``unit.compile(backend=...)`` as torchtune writes it, its compiled call made through :class:`_CompiledCall`
