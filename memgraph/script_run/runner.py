@@ -23,6 +23,7 @@ import torch
 
 from memgraph.errors import MemgraphError
 from memgraph.facts.gpus import get_gpu
+from memgraph.frame_stack import on_deep_frame_stack
 from memgraph.model_spec.modality import module_modalities
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.private_api import foreach_kernels_also_on, grad_scalers_assume_finite_grads
@@ -90,6 +91,7 @@ class ScriptCommand:
             runpy.run_path(self.argv[0], run_name="__main__")
 
 
+@on_deep_frame_stack  # the user's own deep calls without an mmap per call (memgraph/frame_stack.py)
 def run_script(command: ScriptCommand, opts: TrainingOptions, nproc: int = 1) -> tuple[Trace, dict]:
     """Run ``command`` until ``opts.iterations`` optimizer steps are made, recorded on meta: the trace, and the
     report's options (analyze's keys, with what the script did for precision, optimizer and loop). ``nproc``: the
