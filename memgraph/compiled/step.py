@@ -12,6 +12,7 @@ from memgraph.compiled.graph_breaks import one_line
 from memgraph.compiled.graphs import GraphStats
 from memgraph.compiled.inductor_cpu import InductorOnMeta
 from memgraph.compiled.inductor_cuda import InductorCudaCompiler
+from memgraph.compiled.recompile_limit import recompile_limit_hits
 from memgraph.compiled.rng_state import rng_state_ops_recorded
 from memgraph.compiled.scope import compile_scope
 from memgraph.compiled.strategies import compile_per_unit
@@ -40,6 +41,7 @@ class CompiledStep:
             self.inductor = InductorCudaCompiler(get_gpu(opts.gpu))
             self.backend = GraphsOnMeta(self.stats, budget, forward_context, self.inductor)
         self._breaks: dict[str, int] = {}
+        self._limit_hits: list = []  # Dynamo's recompile-limit hits (memgraph/compiled/recompile_limit.py)
         self._recorder_modes: list = []  # the trace's dispatch modes, as the compiled calls found them
 
     @contextlib.contextmanager
@@ -52,7 +54,8 @@ class CompiledStep:
         api.dynamo_counters["graph_break"].clear()
         try:
             with self.backend.context(), dynamo_guards_see_dispatch_modes(), _dispatch_modes_not_compiled(), \
-                    rng_state_ops_recorded():
+                    rng_state_ops_recorded(), recompile_limit_hits() as hits:
+                self._limit_hits = hits
                 yield self
         finally:
             self._breaks = dict(api.dynamo_counters["graph_break"])
@@ -126,6 +129,7 @@ class CompiledStep:
                  f"({inductor.buffers // self.opts.iterations} buffers)")
         notes = [line]
         notes += [f"graph break ({n}x): {one_line(reason)}" for reason, n in self._breaks.items()]
+        notes += [hit.note() for hit in self._limit_hits]
         for iteration, (freed, largest) in self._garbage.items():
             shape = "x".join(map(str, largest.shape)) or "scalar"
             notes.append(f"compile: Python's garbage collector freed {_b(freed)} that Dynamo's tracing state kept "
