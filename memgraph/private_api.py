@@ -1848,6 +1848,20 @@ def torch_function_modes_popped():
             torch._C._push_on_torch_function_stack(mode)
 
 
+@contextlib.contextmanager
+def torch_function_modes_pushed(modes: list):
+    """``modes`` (outermost first, as :func:`torch_function_modes_popped` yields them) back on the torch function
+    stack for an eager call inside a compiled one (memgraph/compiled/eager_fallback.py); popped after."""
+    require("compile_internals")
+    for mode in modes:
+        torch._C._push_on_torch_function_stack(mode)
+    try:
+        yield
+    finally:
+        for _ in modes:
+            torch._C._pop_torch_function_stack()
+
+
 # Inductor for 'cuda' on a machine without a GPU or Triton (memgraph/compiled/inductor_cuda.py): lowering, scheduling,
 # fusion and buffer reuse for CUDA run in Python once Inductor believes a GPU and Triton are there. While one graph
 # compiles: the CUDA device interface (torch/_dynamo/device_interface.py CudaInterface: device properties, compute

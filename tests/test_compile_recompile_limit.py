@@ -4,7 +4,9 @@ The fast test makes the real Dynamo hit its limit (12 modules whose forward Dyna
 compiled one by one, eager backend) and checks what the capture read off Dynamo's own warning. The slow one is the
 case users meet: a 12-layer tiny Llama under ``--compile --strategy fsdp`` (each decoder layer compiled, FSDP2's
 per-block compile) hits the limit on the KV cache's ``layer_idx`` guard; with ``use_cache`` false one graph serves
-every layer (measured, torch 2.13.0, transformers 5.23: 8 graphs against 1).
+every layer (measured, torch 2.13.0, transformers 5.23: 8 graphs against 1). The layers past the limit run eagerly
+with the trace's autocast and SDPA emulations (memgraph/compiled/eager_fallback.py): on the cuda target their
+attention is SDPA's flash kernel, as on the GPU, not the math path the bare meta call takes.
 """
 
 import json
@@ -87,4 +89,20 @@ def test_per_block_compile_of_a_12_layer_llama_names_the_limit(tmp_path):
     assert "1 graph, 0 graph breaks" in compiled[False]
     hits = [n for n in notes[True] if n.startswith("compile: Dynamo hit")]
     assert len(hits) == 1 and "layer_idx == 7" in hits[0] and "use_cache=True" in hits[0]
+    assert "on the forward of LlamaDecoderLayer, each compiled on its own;" in hits[0]
     assert not any(n.startswith("compile: Dynamo hit") for n in notes[False])
+
+
+@pytest.mark.slow
+def test_layers_past_the_limit_keep_the_sdpa_emulation_on_the_cuda_target(tmp_path):
+    """12-layer tiny Llama, bf16-mixed, cuda target: 24 flash SDPA calls, 16 in the 8 compiled layers' graphs and 8
+    from the 4 eager layers over the trace's 2 iterations (measured; without eager_fallback.py the eager layers
+    took the math path on meta: 16 calls, and the steady-state peak 86,963,200 B against 82,265,088 B)."""
+    config = json.loads(open("tests/configs/tiny-llama.json").read())
+    path = tmp_path / "llama-12.json"
+    path.write_text(json.dumps({**config, "num_hidden_layers": 12}))
+    r = analyze(str(path), seq_len=256, batch_size=1, nproc=2, strategy="fsdp", compile=True,
+                precision="bf16-mixed")
+    sdpa = next(n for n in r.notes if n.startswith("SDPA: "))
+    assert sdpa.startswith("SDPA: flash kernel (bfloat16") and " x 24 calls" in sdpa, sdpa
+    assert r.steady_state_peak.bytes == 82_265_088

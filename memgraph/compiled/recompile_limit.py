@@ -35,14 +35,18 @@ class LimitHit:
     function: str  # 'forward' (path:line), as Dynamo names it
     last_reason: str  # the guard that failed last, e.g. "0/7: self._modules['self_attn'].layer_idx == 7"
 
-    def note(self) -> str:
+    def note(self, blocks: str | None = None) -> str:
+        """The report's line; ``blocks`` names the blocks of a per-block compile when the function Dynamo names is
+        the trace's own block forward (memgraph/compiled/eager_fallback.py)."""
         reason = self.last_reason.split("#")[0].strip()  # Dynamo appends the guard's source line as a comment
         reason = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + "..."
         function = _INSTALLED.sub("(", self.function)
+        if blocks and "eager_fallback.py" in function:
+            function = f"the forward of {blocks}, each compiled on its own"
         line = (f"compile: Dynamo hit its {self.limit_type} ({self.limit}) on {function}; its later calls run "
                 f"eagerly, in this prediction as in the real run, with eager activations and no fusion (last guard "
                 f"that failed: {reason})")
-        if "layer_idx" in reason:
+        if "layer_idx" in reason or "past_key_values" in reason:
             line += ("; here each decoder layer's layer_idx indexes transformers' KV cache, which a training forward "
                      "builds when the model's config has use_cache=True: a config with use_cache false compiles one "
                      "graph for every layer")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import types
 
 import torch
 
 from memgraph.compiled.aot_graphs import GraphsOnMeta
+from memgraph.compiled.eager_fallback import block_forward, modes_popped_for_blocks
 from memgraph.compiled.graph_breaks import one_line
 from memgraph.compiled.graphs import GraphStats
 from memgraph.compiled.inductor_cpu import InductorOnMeta
@@ -43,6 +45,8 @@ class CompiledStep:
         self._breaks: dict[str, int] = {}
         self._limit_hits: list = []  # Dynamo's recompile-limit hits (memgraph/compiled/recompile_limit.py)
         self._recorder_modes: list = []  # the trace's dispatch modes, as the compiled calls found them
+        self._block_forward = block_forward()  # every block's forward in a per-block compile (eager_fallback.py)
+        self._block_classes: set[str] = set()  # their classes, for the notes
 
     @contextlib.contextmanager
     def context(self):
@@ -89,6 +93,8 @@ class CompiledStep:
     def _compile_unit(self, unit) -> None:
         """``unit.compile(backend=...)`` as torchtune writes it, its compiled call made through :class:`_CompiledCall`
         (not counted: the runner's call counts the step)."""
+        unit.forward = types.MethodType(self._block_forward, unit)  # for an eager fallback (eager_fallback.py)
+        self._block_classes.add(type(unit).__name__.removeprefix("FSDP"))
         unit.compile(backend=self.backend, dynamic=False)
         wrap_module_compiled_call(unit, lambda c: _CompiledCall(unit, c, self.stats, counts=False))
 
@@ -129,7 +135,8 @@ class CompiledStep:
                  f"({inductor.buffers // self.opts.iterations} buffers)")
         notes = [line]
         notes += [f"graph break ({n}x): {one_line(reason)}" for reason, n in self._breaks.items()]
-        notes += [hit.note() for hit in self._limit_hits]
+        blocks = " and ".join(sorted(self._block_classes)) or None
+        notes += [hit.note(blocks) for hit in self._limit_hits]
         for iteration, (freed, largest) in self._garbage.items():
             shape = "x".join(map(str, largest.shape)) or "scalar"
             notes.append(f"compile: Python's garbage collector freed {_b(freed)} that Dynamo's tracing state kept "
@@ -171,7 +178,7 @@ class _CompiledCall:
             self._modes[:] = modes
         for mode in modes:
             mode.ignore_compile_internals = _true
-        with torch_function_modes_popped(), _meta_constants():
+        with torch_function_modes_popped() as popped, modes_popped_for_blocks(popped), _meta_constants():
             return self._compiled(*args, **kwargs)
 
     def __getattr__(self, name):  # zero_grad, parameters, ... of the model
