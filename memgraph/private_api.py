@@ -1611,8 +1611,8 @@ def _check_compile_internals():
         problem = _missing(owner, *names)
         if problem:
             return problem
-    if not hasattr(functorch_config, "activation_memory_budget"):
-        return "torch._functorch.config.activation_memory_budget is missing"
+    if not all(hasattr(functorch_config, n) for n in ("activation_memory_budget", "graphsafe_rng_functionalization")):
+        return "torch._functorch.config lost activation_memory_budget or graphsafe_rng_functionalization"
     if not all(hasattr(inductor_config, n) for n in ("custom_partitioner_fn", "compile_threads")):
         return "torch._inductor.config lost custom_partitioner_fn or compile_threads"
     if "inner_compile" not in _parameters(compile_fx.compile_fx):
@@ -1875,6 +1875,16 @@ def torch_function_modes_pushed(modes: list):
 # stub; AsyncCompile.triton returns a stub kernel whose ``run`` does nothing (no Triton compile). Read from torch
 # 2.13.0, torch/_inductor/{scheduler,async_compile}.py, codegen/wrapper.py, codegen/cuda/device_op_overrides.py,
 # runtime/hints.py (DeviceProperties.create), torch/_dynamo/device_interface.py, torch/utils/_triton.py.
+# torch.cuda.get_rng_state() is a host uint8 tensor of the philox seed (uint64) and offset (int64): 16 bytes
+# (ATen/cuda/CUDAGeneratorImpl.cpp CUDAGeneratorImpl::get_state, seed_size + offset_size). While Inductor compiles
+# a checkpointed region with random ops for 'cuda', the partitioner takes one as the meta value of the state it saves
+# (torch/_functorch/partitioners.py functionalize_rng_ops get_sample_rng_state) and the fake run of
+# run_and_save_rng_state returns one (torch/_prims/rng_prims.py); a CPU build has no CUDA generator to ask.
+CUDA_RNG_STATE_BYTES = 16
+
+
+def _cuda_rng_state(device="cuda"):
+    return torch.empty(CUDA_RNG_STATE_BYTES, dtype=torch.uint8)
 INDUCTOR_SM_COUNT = 132  # multiprocessors of an H100 SXM5 (NVIDIA H100 Tensor Core GPU datasheet); Inductor reads it
 # to split large reductions (torch 2.13 torch/_inductor/ir.py Reduction.num_splits), whose partials are a few KiB
 _DEVICE_INTERFACE_NAMES = ("get_device_properties", "get_compute_capability", "is_available", "device_count",
@@ -1978,6 +1988,7 @@ def inductor_cuda_without_gpu(gpu):
                 lambda self, name: f"{name} = lambda index: None  # memgraph: no CUDA stream on meta"),
                (async_compile.AsyncCompile, "triton",
                 lambda self, kernel_name, source_code, device_str="cuda": _StubTritonKernel(kernel_name)),
+               (torch.cuda, "get_rng_state", _cuda_rng_state),
                (FakeTensor, "__invert__", _invert), (FakeTensor, "copy_", _copy),
                (FakeTensor, "__getitem__", _getitem), (FakeTensor, "__setitem__", _setitem)]
     with contextlib.ExitStack() as stack:  # each undone at the end (an inherited attribute removed again)

@@ -37,8 +37,9 @@ FAMILIES = {  # measured to the byte on torch 2.13.0+cpu (sgd, batch 1)
 # bytes Dynamo's tracing state kept after the compiling iteration, freed by the trace's gc.collect() (its note), on
 # torch 2.13.0; the other families: no note, nothing freed. GPT-2: the first compiled call's outputs (its 32x1000
 # float32 logits among them). The real step's collection (iteration-1 end less iteration-2 start) frees at most as
-# much: as much for GPT-2 (160,772 B), 36,864 B or 47,680 B for LLaVA in two runs of the same test (Python's
-# automatic collection, run during iteration 1 or not, frees part of it first).
+# much: as much for GPT-2 (160,772 B); for LLaVA 36,864 B or 47,680 B in two runs of this test alone and 308,740 B
+# after the other families in one process (torch 2.13.0; Python's automatic collection, run during iteration 1 or
+# not, frees part of it first), so the real figure is not bounded by the trace's.
 GARBAGE = {"tiny-gpt2": 160_772, "tiny-llava": 47_680}
 # LLaVA: 6 graphs with autograd and one without (counted since the compiled optimizer step's graphs are: graphs.py
 # GraphStats.inference)
@@ -55,8 +56,8 @@ def test_compiled_step_within_2_percent(family):
     assert abs(predicted - measured) <= TOLERANCE * measured, (predicted, measured)
     collected = iterations[0]["end_allocated"] - iterations[1]["start_allocated"]
     garbage = [n for n in r.notes if n.startswith("compile: Python's garbage collector freed")]
-    if family in GARBAGE:
-        assert 0 <= collected <= GARBAGE[family] and f"({GARBAGE[family]:,} B)" in garbage[0], (collected, garbage)
+    if family in GARBAGE:  # the real figure depends on the process's history (see GARBAGE): present, not bounded
+        assert 0 <= collected and f"({GARBAGE[family]:,} B) in this trace" in garbage[0], (collected, garbage)
     else:
         assert collected <= 0 and not garbage, (collected, garbage)
     breaks = GRAPHS.get(family, "1 graph, 0 graph breaks")

@@ -71,7 +71,7 @@ def test_note_names_the_kv_cache_for_a_layer_idx_guard_and_shortens_installed_pa
     note = hit.note()
     assert "on 'forward_with_checkpointing' (transformers/modeling_layers.py:88);" in note
     assert "(last guard that failed: 0/7: self._modules['self_attn'].layer_idx == 7)" in note
-    assert "use_cache=True" in note and "use_cache false compiles one graph for every layer" in note
+    assert "use_cache=True" in note and "--no-kv-cache (use_cache false, as torchtune's models have no cache) compiles one graph for every layer" in note
 
 
 @pytest.mark.slow

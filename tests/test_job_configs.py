@@ -28,6 +28,18 @@ EXPECTED = {
     "axolotl/lora-1b.yml": dict(
         model="NousResearch/Llama-3.2-1B", batch_size=2, grad_accum=2, seq_len=2048, lora_rank=16, lora_alpha=32,
         lora_dropout=0.05, precision="bf16", gradient_checkpointing=True, optimizer="adamw8bit"),
+    # torch_compile true (handed to TrainingArguments: the whole model compiled); micro_batch_size 1,
+    # gradient_accumulation_steps 4, sequence_len 1024, lora_r 32, lora_alpha 64, lora_dropout 0.05,
+    # lora_target_linear, bf16 auto, gradient_checkpointing with use_reentrant true, adamw_torch_fused
+    "axolotl/llama-3b-ebft-strided-fft.yaml": dict(
+        model="meta-llama/Llama-3.2-3B", batch_size=1, grad_accum=4, seq_len=1024, lora_rank=32, lora_alpha=64,
+        lora_dropout=0.05, lora_targets="all-linear", precision="bf16", gradient_checkpointing=True,
+        checkpoint_impl="reentrant", optimizer="adamw", optimizer_impl="fused", compile=True),
+    # torch_compile true with torch_compile_mode max-autotune: CUDA graphs, so not taken (an ignored line)
+    "axolotl/8b-lora-fused-attn-compile.yaml": dict(
+        model="Qwen/Qwen3-8B", batch_size=1, grad_accum=4, seq_len=4096, lora_rank=32, lora_alpha=64,
+        lora_dropout=0.0, lora_targets="all-linear", precision="bf16", gradient_checkpointing=True,
+        optimizer="adamw", optimizer_impl="fused", attn_implementation="flash_attention_2", compile=None),
     # LLaMA-Factory: lora_alpha absent -> lora_rank * 2 = 16; lora_target all; checkpointing on and reentrant by
     # default (disable_gradient_checkpointing / use_reentrant_gc absent)
     "llamafactory/qwen3_lora_sft.yaml": dict(
@@ -41,10 +53,18 @@ EXPECTED = {
     "torchtune/1B_lora_single_device.yaml": dict(
         model="meta-llama/Llama-3.2-1B-Instruct", batch_size=4, grad_accum=8, precision="bf16", lora_rank=64,
         lora_alpha=128, lora_targets="q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", lora_dtype="model",
-        gradient_checkpointing=False, optimizer="adamw", optimizer_impl="fused", loss="chunked-ce"),
+        gradient_checkpointing=False, optimizer="adamw", optimizer_impl="fused", loss="chunked-ce", no_kv_cache=True,
+        compile=None),
     "torchtune/1B_full_single_device.yaml": dict(
         model="meta-llama/Llama-3.2-1B-Instruct", batch_size=4, grad_accum=1, precision="bf16",
-        optimizer_in_backward=True, optimizer="paged-adamw8bit", loss="chunked-ce"),
+        optimizer_in_backward=True, optimizer="paged-adamw8bit", loss="chunked-ce", no_kv_cache=True),
+    # compile True: each layer compiled on its own and the chunked loss's cross-entropy (torchtune's compile_model
+    # and compile_loss); batch_size 4, max_seq_len 1024 (unpacked: padded to the longest), activation checkpointing,
+    # AdamW fused, LinearCrossEntropyLoss
+    "torchtune/70B_full_multinode.yaml": dict(
+        model="meta-llama/Llama-3.3-70B-Instruct", batch_size=4, grad_accum=1, seq_len=1024, precision="bf16",
+        gradient_checkpointing=True, checkpoint_impl="non-reentrant", optimizer="adamw", optimizer_impl="fused",
+        loss="chunked-ce", no_kv_cache=True, compile=True, compile_blocks=True, compile_loss=True),
     # LitGPT: global_batch_size 8 / (micro_batch_size 2 x 1 device) = 4 accumulation steps; q and v adapters
     "litgpt/lora.yaml": dict(
         model="meta-llama/Llama-2-7b-hf", batch_size=2, grad_accum=4, seq_len=512, precision="bf16", lora_rank=32,
@@ -219,6 +239,51 @@ def test_training_arguments_as_the_trainer_writes_them(tmp_path):
     assert job.format == "Hugging Face TrainingArguments / TRL SFTConfig" and job.model is None
     assert job.options == {"batch_size": 2, "grad_accum": 4, "gradient_checkpointing": True,
                            "checkpoint_impl": "reentrant", "optimizer": "adamw", "optimizer_impl": "foreach"}
+
+
+@pytest.mark.parametrize("kwargs, taken, ignored", [
+    ({"torch_compile": True}, {"compile": True}, None),
+    ({"torch_compile_mode": "max-autotune-no-cudagraphs"},  # a mode alone turns torch_compile on (__post_init__)
+     {"compile": True, "compile_mode": "max-autotune-no-cudagraphs"}, None),
+    ({"torch_compile": True, "torch_compile_mode": "reduce-overhead"}, {}, "captures CUDA graphs"),
+    ({"torch_compile_backend": "aot_eager"}, {}, "backend 'aot_eager': memgraph models Inductor only"),
+], ids=["on", "mode", "cuda-graphs", "backend"])
+def test_trainer_torch_compile_as_the_trainer_writes_it(tmp_path, kwargs, taken, ignored):
+    """transformers' own TrainingArguments with its torch.compile fields, as to_json_string() writes them."""
+    from transformers import TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to="none", **kwargs)
+    path = tmp_path / "training_args.json"
+    path.write_text(args.to_json_string())
+    job = read_job_config(str(path))
+    assert {k: v for k, v in job.options.items() if k.startswith("compile")} == taken
+    if ignored is None:
+        assert not any("compile" in line for line in job.ignored)
+    else:
+        assert [line for line in job.ignored if "torch_compile" in line and ignored in line], job.ignored
+
+
+def test_a_compile_memgraph_does_not_model_with_the_file_is_ignored_not_refused():
+    """axolotl's Gemma 4 QLoRA example compiles a 4-bit model: --compile with --quantize is refused on the command
+    line, so the file's torch_compile is listed as ignored and the rest of the file is taken."""
+    job = read_job_config(str(JOBS / "axolotl/26b-a4b-moe-qlora.yaml"))
+    assert job.options["quantize"] == "4bit" and "compile" not in job.options
+    assert "torch_compile true: --compile with --quantize is not modelled; the prediction is without torch.compile" \
+        in job.ignored
+
+
+@pytest.mark.slow
+def test_the_command_line_can_make_the_files_compile_unmodelled(capsys):
+    """torchtune's 70B multinode recipe compiles with activation checkpointing; --strategy fsdp beside it makes that
+    unmodelled (--compile with checkpointing and a strategy is refused): the compile is dropped with its lines and
+    said, not refused, as the file cannot be told to drop it."""
+    r = _analyse([TINY, "--config", str(JOBS / "torchtune/70B_full_multinode.yaml"), "-s", "32", "--nproc", "2",
+                  "--strategy", "fsdp", "--loss", "auto"], capsys)
+    lines = r["job_config"]
+    assert not [line for line in lines if "-> --compile" in line]
+    assert ("ignored: compile (with the command line's options) true: --compile with --gradient-checkpointing and "
+            "--strategy fsdp is not modelled; the prediction is without torch.compile") in lines
+    assert r["options"]["compile"] is False and r["options"]["compile_blocks"] is False
 
 
 def test_a_bad_value_in_the_file_is_one_line(tmp_path, capsys):

@@ -43,7 +43,8 @@ HELP_DEFAULTS = {
     "--fsdp1-use-orig-params": "off", "--fsdp1-backward-prefetch": "BACKWARD_PRE",
     "--fsdp-mixed-precision": "off", "--gradient-as-bucket-view": "off", "--fsdp-autocast": "off", "--deepspeed": "none",
     "--activation-offload": "off", "--checkpoint-impl": "non-reentrant", "--checkpoint-every": "1",
-    "--compile": "off", "--compile-mode": "default", "--compile-loss": "off", "--compile-optimizer": "off",
+    "--compile": "off", "--compile-mode": "default", "--compile-blocks": "off", "--compile-loss": "off",
+    "--compile-optimizer": "off", "--no-kv-cache": "off",
     "--activation-memory-budget": "1.0, min-cut",
     "--depth-synthesis": "auto",
 }
@@ -122,7 +123,8 @@ def test_analyze_arguments_give_the_training_options(no_alloc_conf):
             "fsdp1_backward_prefetch": "BACKWARD_PRE", "fsdp_mixed_precision": False, "fsdp_autocast": False, "deepspeed": None,
             "gradient_as_bucket_view": True,
             "activation_offload": False, "checkpoint_impl": "non-reentrant", "checkpoint_every": 1,
-            "compile": False, "compile_mode": "default", "compile_loss": False, "compile_optimizer": False,
+            "compile": False, "compile_mode": "default", "compile_blocks": False, "compile_loss": False,
+            "compile_optimizer": False, "no_kv_cache": False,
             "activation_memory_budget": None,
             "depth_synthesis": "off"}
     assert sorted(want) == sorted(f.name for f in fields(TrainingOptions))

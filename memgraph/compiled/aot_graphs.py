@@ -47,6 +47,14 @@ class GraphsOnMeta:
         stack.enter_context(compile_log_text_skipped())
         if self.budget is not None:
             stack.enter_context(api.functorch_config.patch(activation_memory_budget=self.budget))
+        # A checkpointed region's random ops on a CUDA device: the partitioner's graph-safe RNG functionalization
+        # (torch 2.13 torch/_functorch/partitioners.py apply_graphsafe_rng_functionalization) makes each pair's state
+        # a clone of the CUDA generator, which a CPU build of torch does not have (torch.cuda.default_generators is
+        # empty: IndexError). Off, the partitioner saves the state with run_and_save_rng_state and replays it with
+        # run_with_rng_state, the route it takes on the CPU (memgraph/compiled/rng_state.py records both). Device
+        # memory is the same: the graph-safe states are generators (seed and offset on the host), the saved state
+        # of torch.cuda.get_rng_state is a 16-byte host tensor.
+        stack.enter_context(api.functorch_config.patch(graphsafe_rng_functionalization=False))
         if self.inductor is not None:
             stack.enter_context(no_compile_caches())
             stack.enter_context(api.inductor_config.patch(compile_threads=1))

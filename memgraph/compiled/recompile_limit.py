@@ -48,8 +48,8 @@ class LimitHit:
                 f"that failed: {reason})")
         if "layer_idx" in reason or "past_key_values" in reason:
             line += ("; here each decoder layer's layer_idx indexes transformers' KV cache, which a training forward "
-                     "builds when the model's config has use_cache=True: a config with use_cache false compiles one "
-                     "graph for every layer")
+                     "builds when the model's config has use_cache=True: --no-kv-cache (use_cache false, as torchtune's "
+                     "models have no cache) compiles one graph for every layer")
         else:
             line += f"; torch._dynamo.config.{self.limit_type} above the number of variants compiles them all"
         return line

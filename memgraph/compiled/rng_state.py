@@ -15,14 +15,18 @@ import contextlib
 
 import torch
 
-from memgraph.private_api import rng_state_hops_for
+from memgraph.private_api import CUDA_RNG_STATE_BYTES, rng_state_hops_for
 
 
 def _save(mode, op, *args, **kwargs):
+    if getattr(mode, "host_type", None) != "cpu":  # cuda target: torch.cuda.get_rng_state()'s host tensor, not
+        # recorded (it is not device memory); its 16 bytes are what Inductor's code checks the output against
+        with mode:
+            output = op(*args, **kwargs)
+        return torch.empty(CUDA_RNG_STATE_BYTES, dtype=torch.uint8), output
     state = torch.get_rng_state()  # the state's size and dtype as the CPU generator gives them (no recorded op)
-    with mode:
-        if getattr(mode, "host_type", None) == "cpu":  # cpu target: the host is the device, the state counts
-            state = torch.empty(state.shape, dtype=state.dtype, device="cpu")
+    with mode:  # cpu target: the host is the device, the state counts
+        state = torch.empty(state.shape, dtype=state.dtype, device="cpu")
         return state, op(*args, **kwargs)
 
 

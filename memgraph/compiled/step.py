@@ -142,8 +142,10 @@ class CompiledStep:
             notes.append(f"compile: Python's garbage collector freed {_b(freed)} that Dynamo's tracing state kept "
                          f"after iteration {iteration} (largest: {shape} {largest.dtype} {largest.phase} tensor, "
                          f"{_b(largest.nbytes)}); the steady state is after that collection (measured the same "
-                         f"way): until a full collection runs, the next iteration's peak can be up to {_b(freed)} "
-                         f"higher")
+                         f"way): until a full collection runs, the next iteration's peak is higher by what that "
+                         f"state holds, {_b(freed)} in this trace; in a real run it depends on when Python's "
+                         f"automatic collection ran during the iteration (gc.collect() after the first step frees "
+                         f"it)")
         notes.append("compile: the first step also compiles (Dynamo, AOTAutograd, Inductor run on the host with "
                      "fake tensors: no device memory)" + ("; max-autotune benchmarks candidate kernels on the device "
                      "in the first step, not modelled" if self.opts.compile_mode != "default" else ""))

@@ -1,4 +1,6 @@
-"""``--compile`` with ``--strategy``: what the frameworks compile when the model is wrapped for several GPUs.
+"""``--compile`` with ``--strategy`` (what the frameworks compile when the model is wrapped for several GPUs), and
+``--compile-blocks`` (the same per-block compile on one device: torchtune's ``compile_model``, PyTorch's regional
+compilation recipe).
 
 - ``ddp``: the DDP-wrapped model compiled whole, ``torch.compile(DistributedDataParallel(model))`` (PyTorch's DDP
   notes, "DistributedDataParallel and torch.compile"); Dynamo itself then splits the graph at DDP's bucket
@@ -21,6 +23,7 @@ from typing import Callable
 
 import torch
 
+from memgraph.errors import MemgraphError
 from memgraph.model_spec.options import FSDP_STRATEGIES
 
 
@@ -33,10 +36,34 @@ def fsdp_compiled_units(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def compile_per_unit(step, compile_unit: Callable[[torch.nn.Module], None]) -> bool:
-    """With an FSDP2 strategy, ``compile_unit(unit)`` on each fully_shard unit of ``step.model`` and True; else
+    """With an FSDP2 strategy, ``compile_unit(unit)`` on each fully_shard unit of ``step.model`` and True; with
+    ``--compile-blocks`` on one device, on each block FSDP would wrap (the classes of the model's
+    ``_no_split_modules``: torchtune's ``compile_model`` compiles each of its transformer layers so) and True; else
     False (the caller compiles the runner whole)."""
-    if step.options.strategy not in FSDP_STRATEGIES:
+    if step.options.strategy in FSDP_STRATEGIES:
+        units = fsdp_compiled_units(step.model)
+    elif step.options.compile_blocks:
+        units = compiled_blocks(step.model)
+    else:
         return False
-    for unit in fsdp_compiled_units(step.model):
+    for unit in units:
         compile_unit(unit)
     return True
+
+
+def compiled_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The repeated blocks ``--compile-blocks`` compiles: the modules whose class the model names in
+    ``_no_split_modules`` (through PEFT's wrappers, which pass the attribute on), outermost only."""
+    classes = set(getattr(model, "_no_split_modules", None) or ())
+    blocks: list[torch.nn.Module] = []
+    for name, module in model.named_modules():
+        if name and type(module).__name__ in classes and not any(_within(module, b) for b in blocks):
+            blocks.append(module)
+    if not blocks:
+        raise MemgraphError(f"--compile-blocks: {type(model).__name__} names no repeated blocks (_no_split_modules): "
+                            "drop --compile-blocks to compile the model whole")
+    return blocks
+
+
+def _within(module: torch.nn.Module, block: torch.nn.Module) -> bool:
+    return any(m is module for m in block.modules())

@@ -7,7 +7,9 @@ from dataclasses import fields
 
 from memgraph.errors import MemgraphError
 from memgraph.job_config import read_job_config
-from memgraph.model_spec.options import TrainingOptions, flag_of
+from memgraph.model_spec.options import TrainingOptions, compile_refusal, flag_of
+
+COMPILE_OPTIONS = ("compile", "compile_mode", "compile_blocks", "compile_loss")
 
 
 def given_fields(argv: list[str]) -> set[str]:
@@ -49,10 +51,29 @@ def apply_to_args(a: argparse.Namespace, argv: list[str]) -> None:
         job.taken.insert(0, f"model {a.model} given beside the file" + (f" (the file names {job.model})"
                                                                         if job.model else ""))
         job.model = None
+    _compile_still_modelled(a, job, given)
     strategy = getattr(a, "strategy", None)
     if strategy is not None and getattr(a, "nproc", 1) == 1:
         raise MemgraphError(f"--config {a.config!r} asks for --strategy {strategy} but not how many GPUs: pass --nproc N")
     a.job_lines = job.lines()
+
+
+def _compile_still_modelled(a: argparse.Namespace, job, given: set[str]) -> None:
+    """A torch.compile the file asked for (and the command line did not) is dropped, and listed as ignored, when the
+    command line's options make it one memgraph does not model (``--strategy fsdp`` beside the file's activation
+    checkpointing, say): the file cannot be told to drop it, so the prediction is the eager step's, saying so."""
+    if not job.options.get("compile") or "compile" in given:
+        return
+    values = {f.name: getattr(a, f.name) for f in fields(TrainingOptions) if hasattr(a, f.name)}
+    refused = compile_refusal(values)
+    if refused is None:
+        return
+    defaults = {f.name: f.default for f in fields(TrainingOptions)}
+    for name in COMPILE_OPTIONS:
+        if name not in given and hasattr(a, name):
+            setattr(a, name, defaults[name])
+    job.untake(COMPILE_OPTIONS, "compile (with the command line's options)", True,
+               f"{refused.split(':')[0]}; the prediction is without torch.compile")
 
 
 def flag_name(name: str) -> str:

@@ -77,7 +77,8 @@ def read(doc: dict, text: str, file) -> JobConfig:
     if doc.get("fsdp") or doc.get("fsdp_config"):
         common.take_fsdp_trainer(job, {"fsdp": doc.get("fsdp") or "full_shard", "fsdp_config": doc.get("fsdp_config")})
     common.take_deepspeed(job, "deepspeed", doc.get("deepspeed"))
-    for key in ("liger_fused_linear_cross_entropy", "cut_cross_entropy", "torch_compile", "unsloth_lora_mlp",
+    common.take_compile_trainer(job, doc)  # axolotl hands torch_compile(_backend, _mode) to TrainingArguments
+    for key in ("liger_fused_linear_cross_entropy", "cut_cross_entropy", "unsloth_lora_mlp",
                 "gradient_checkpointing_offload"):  # kernels and offloads that move memory, not modelled
         if common.truthy(doc.get(key)):
             job.ignore(key, doc[key], "not modelled: the prediction is without it")

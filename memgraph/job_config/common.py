@@ -6,7 +6,7 @@ import json
 
 from memgraph.errors import MemgraphError
 from memgraph.job_config.mapping import JobConfig, has_option, positive  # noqa: F401  (positive: re-exported)
-from memgraph.model_spec.options import FSDP1_SHARDING
+from memgraph.model_spec.options import FSDP1_SHARDING, compile_refusal
 
 ATTENTION = {"flash_attention_2": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
 
@@ -206,3 +206,57 @@ def take_deepspeed(job: JobConfig, key: str, value) -> None:
         job.take(key, value, "deepspeed", str(value))
     else:
         job.ignore(key, value, "DeepSpeed's engine is not in this memgraph: the prediction is without it")
+
+
+# torch.compile(mode=...) values of a config and what memgraph models of each (torch 2.13 torch/_inductor/__init__.py
+# list_mode_options: "reduce-overhead" and "max-autotune" set triton.cudagraphs, whose private memory pool memgraph
+# does not model)
+COMPILE_MODES = {None: "default", "default": "default", "max-autotune-no-cudagraphs": "max-autotune-no-cudagraphs"}
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def take_compile(job: JobConfig, key: str, value, *, mode=None, blocks: bool = False, loss: bool = False,
+                 how: str = "") -> None:
+    """A config's request for torch.compile, taken as ``--compile`` (``mode``: ``torch.compile``'s; ``blocks``: each
+    repeated block compiled on its own, ``--compile-blocks``; ``loss``: ``--compile-loss``) unless memgraph does not
+    model that compile with the file's other options: then ignored, saying why."""
+    if mode in CUDA_GRAPH_MODES:
+        job.ignore(key, value, f"torch.compile mode {mode} captures CUDA graphs, whose private memory pool is not "
+                               "modelled: the prediction is without torch.compile")
+        return
+    if mode not in COMPILE_MODES:
+        job.ignore(key, value, f"torch.compile mode {mode!r} is not one memgraph models: the prediction is without "
+                               "torch.compile")
+        return
+    wanted = {"compile": True, "compile_mode": COMPILE_MODES[mode], "compile_blocks": blocks, "compile_loss": loss}
+    refused = compile_refusal({**job.options, **wanted})
+    if refused:
+        job.ignore(key, value, f"{refused.split(':')[0]}; the prediction is without torch.compile")
+        return
+    job.take(key, value, "compile", True, how)
+    if COMPILE_MODES[mode] != "default":
+        job.take(key, value, "compile_mode", COMPILE_MODES[mode])
+    if blocks:
+        job.take(key, value, "compile_blocks", True, "each transformer layer compiled on its own")
+    if loss:
+        job.take(key, value, "compile_loss", True)
+
+
+def take_compile_trainer(job: JobConfig, doc: dict) -> None:
+    """``TrainingArguments``' ``torch_compile``, ``torch_compile_backend``, ``torch_compile_mode``: either of the last
+    two turns it on (transformers 5.23 training_args.py ``__post_init__``); the Trainer hands them to accelerate,
+    which compiles the whole model (accelerate 1.15 ``Accelerator.prepare_model``: ``torch.compile(model,
+    **dynamo_plugin.to_kwargs())``), its loss inside the forward."""
+    backend, mode = doc.get("torch_compile_backend"), doc.get("torch_compile_mode")
+    on = truthy(doc.get("torch_compile")) or backend is not None or mode is not None
+    if not on:
+        return
+    key = next(k for k in ("torch_compile", "torch_compile_mode", "torch_compile_backend") if doc.get(k) is not None)
+    if isinstance(doc.get("torch_compile"), str) and doc["torch_compile"].strip().lower() == "auto":
+        job.ignore(key, doc[key], "auto: the framework decides from the installed torch; pass --compile to model it")
+        return
+    if backend not in (None, "inductor"):
+        job.ignore(key, doc[key], f"backend {backend!r}: memgraph models Inductor only; the prediction is without "
+                                  "torch.compile")
+        return
+    take_compile(job, key, doc[key], mode=mode, how="the Trainer compiles the whole model through accelerate")

@@ -31,6 +31,15 @@ class JobConfig:
     def ignore(self, key: str, value, why: str) -> None:
         self.ignored.append(f"{key} {_text(value)}: {why}")
 
+    def untake(self, options: tuple[str, ...], key: str, value, why: str) -> None:
+        """The file's ``options`` taken earlier are dropped (the options the command line adds make them
+        unmodelled): their lines go, and ``key`` = ``value`` is listed as ignored for ``why``."""
+        sets = tuple(f"-> {_flag(o)} " for o in options)  # a taken line: "key value -> --flag[ value][ (note)]"
+        self.taken = [t for t in self.taken if not any(f in t + " " for f in sets)]
+        for o in options:
+            self.options.pop(o, None)
+        self.ignore(key, value, why)
+
     def lines(self) -> list[str]:
         """The report's ``config:`` lines."""
         head = f"{self.path} read as {self.format}"

@@ -13,7 +13,9 @@
   ``--quantize 4bit``;
 - ``enable_activation_checkpointing`` (torchtune wraps each layer non-reentrant), ``enable_activation_offloading``,
   ``optimizer_in_bwd``, ``optimizer._component_`` (``fused``), ``loss._component_`` (chunked output losses ->
-  ``--loss chunked-ce``).
+  ``--loss chunked-ce``);
+- ``compile`` -> ``--compile --compile-blocks`` (each layer compiled on its own), with ``--compile-loss`` for a
+  chunked loss; every torchtune job runs with ``--no-kv-cache`` (its models build no cache in training).
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def read(doc: dict, text: str, file) -> JobConfig:
         on = common.truthy(doc["enable_activation_checkpointing"])
         job.take("enable_activation_checkpointing", doc["enable_activation_checkpointing"], "gradient_checkpointing", on)
         if on:
-            job.options["checkpoint_impl"] = "non-reentrant"
+            job.take("enable_activation_checkpointing", doc["enable_activation_checkpointing"], "checkpoint_impl",
+                     "non-reentrant", "torchtune's checkpoint_wrapper")
     if common.truthy(doc.get("enable_activation_offloading")):
         job.take("enable_activation_offloading", True, "activation_offload", True,
                  "torchtune's OffloadActivations, traced as save_on_cpu")
@@ -69,8 +72,15 @@ def read(doc: dict, text: str, file) -> JobConfig:
     if loss.rsplit(".", 1)[-1] in CHUNKED_LOSSES:
         job.take("loss._component_", loss, "loss", "chunked-ce",
                  "the output projection and cross-entropy in 8 chunks, each upcast on its own")
+    job.take("model._component_", (doc.get("model") or {}).get("_component_", "(absent)")
+             if isinstance(doc.get("model"), dict) else "(absent)", "no_kv_cache", True,
+             "torchtune's decoders keep no key/value cache in training")
     if common.truthy(doc.get("compile")):
-        job.ignore("compile", True, "torch.compile is not modelled here")
+        # torchtune/training/_compile.py: compile_model compiles each TransformerSelfAttentionLayer on its own (the
+        # embedding, final norm and output projection eager), compile_loss the loss module (of a chunked loss only
+        # compute_cross_entropy; a transformers model's own loss is inside its eager forward here)
+        common.take_compile(job, "compile", doc["compile"], blocks=True, loss=job.options.get("loss") == "chunked-ce",
+                            how="torchtune's compile_model and compile_loss")
     return job
 
 

@@ -47,8 +47,8 @@ def read(doc: dict, text: str, file) -> JobConfig:
     _peft(job, doc, quantize)
     common.take_fsdp_trainer(job, doc)
     common.take_deepspeed(job, "deepspeed", doc.get("deepspeed"))
-    for key, why in (("torch_compile", "torch.compile is not modelled here"),
-                     ("use_liger_kernel", "Liger's fused kernels (fused linear cross-entropy) are not modelled"),
+    common.take_compile_trainer(job, doc)
+    for key, why in (("use_liger_kernel", "Liger's fused kernels (fused linear cross-entropy) are not modelled"),
                      ("per_device_eval_batch_size", "evaluation steps are not modelled"),
                      ("completion_only_loss", "no memory effect: the same shapes, labels masked"),
                      ("assistant_only_loss", "no memory effect: the same shapes, labels masked")):

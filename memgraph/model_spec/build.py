@@ -71,11 +71,23 @@ def build_model(spec: ModelSpec, opts: TrainingOptions, device: str, checkpoint_
     if any(p.device.type != torch.device(device).type for p in model.parameters()):
         model = model.to(device)
     model.train()
+    if opts.no_kv_cache:
+        no_kv_cache(model)
     apply_stage(model, opts.stage)
     apply_trainable(model, opts.train, opts.freeze)
     if opts.gradient_checkpointing:  # a meta trace's context_fn: the recompute re-enters its emulations
         enable_checkpointing(model, opts, spec.name, checkpoint_context_fn)  # model_spec/checkpointing.py
     return apply_finetuning(model, opts)  # LoRA / QLoRA (model_spec/lora.py); after checkpointing, as PEFT expects
+
+
+def no_kv_cache(model: torch.nn.Module) -> None:
+    """``--no-kv-cache``: ``use_cache`` false on every config the model's modules hold (a composite's sub-configs
+    too). transformers 5.23 reads it as the forward's default (utils/generic.py ``merge_with_config_defaults``), and
+    a decoder builds its ``DynamicCache`` only when it is true (e.g. models/llama/modeling_llama.py LlamaModel)."""
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if config is not None and getattr(config, "use_cache", None):
+            config.use_cache = False
 
 
 def _construct(spec: ModelSpec, opts: TrainingOptions, dtype: torch.dtype, device: str, constructor_values=None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import Field, asdict, dataclass, field, fields
+from types import SimpleNamespace
 from typing import Any
 
 from memgraph.errors import MemgraphError
@@ -340,6 +341,11 @@ class TrainingOptions:
         "language model (vision tower frozen), `full` everything; the groups come from the model's structure, "
         "and `--train`/`--freeze` narrow the stage's set",
         choices=STAGES)
+    no_kv_cache: bool = option(
+        False, "--no-kv-cache",
+        "transformers models: every config's `use_cache` set false, so the training forward builds no key/value "
+        "cache (transformers builds one when `use_cache` is true, the default of most LM configs; torchtune's models "
+        "have none, and gradient checkpointing turns it off)")
     # -- training-loop semantics (memgraph/step/training_step.py) --
     zero_grad: str = option(
         "set-to-none", "--zero-grad",
@@ -529,6 +535,11 @@ class TrainingOptions:
     compile_mode: str = option(
         "default", "--compile-mode", "with `--compile`: `torch.compile(mode=...)`; reduce-overhead is refused (CUDA "
         "graphs keep their own memory pool, not modelled)", choices=COMPILE_MODES, noun="compile mode")
+    compile_blocks: bool = option(
+        False, "--compile-blocks",
+        "with `--compile`: each repeated block (the classes of the model's `_no_split_modules`, the blocks FSDP "
+        "wraps) compiled on its own and the rest of the model eager, as torchtune's `compile_model` and PyTorch's "
+        "regional compilation recipe do; `--strategy fsdp` compiles so anyway")
     compile_loss: bool = option(
         False, "--compile-loss",
         "with `--compile`: the loss outside the model compiled too (`torch.compile(loss_fn)`, as torchtitan does; "
@@ -669,9 +680,22 @@ def _fsdp1_consistent(opts: TrainingOptions) -> None:
                             "needs --fsdp1-sharding HYBRID_SHARD")
 
 
+def compile_refusal(values: dict) -> str | None:
+    """Why ``--compile`` with these option values (TrainingOptions fields; the rest at their defaults) is refused,
+    or None: for a config file that asks for torch.compile (memgraph/job_config), checked before it is taken."""
+    given = {f.name: f.default for f in fields(TrainingOptions)}
+    given.update(values)
+    try:
+        _compile_consistent(SimpleNamespace(**given))
+    except MemgraphError as e:
+        return str(e)
+    return None
+
+
 def _compile_consistent(o: TrainingOptions) -> None:
     if not o.compile:
         given = [f for f, on in (("--compile-mode", o.compile_mode != "default"), ("--compile-loss", o.compile_loss),
+                                 ("--compile-blocks", o.compile_blocks),
                                  ("--compile-optimizer", o.compile_optimizer),
                                  ("--activation-memory-budget", o.activation_memory_budget is not None)) if on]
         if given:
@@ -686,6 +710,9 @@ def _compile_consistent(o: TrainingOptions) -> None:
     if o.strategy not in COMPILED_STRATEGIES:
         raise MemgraphError(f"--compile with --strategy {o.strategy} is not modelled: use --strategy ddp or fsdp with "
                             "--compile, or drop --compile")
+    if o.compile_blocks and o.strategy == "ddp":
+        raise MemgraphError("--compile-blocks with --strategy ddp is not modelled (DDP is compiled whole, its graph "
+                            "split at the buckets): drop --compile-blocks, or use --strategy fsdp")
     if o.strategy is not None and o.gradient_checkpointing:  # fsdp: measured 5.5% under 2 gloo ranks (tiny-llama,
         # transformers' checkpoint around each compiled block); ddp: not measured
         raise MemgraphError(f"--compile with --gradient-checkpointing and --strategy {o.strategy} is not modelled: "

@@ -274,7 +274,7 @@ class _KVCacheWatch:
             return []
         return [Note("KV cache: the model's config has use_cache=True, so each forward also builds a key/value cache "
                      "({bytes:bytes}); the outputs the loop holds keep it alive after backward, through the optimizer "
-                     "step. Calling the model with use_cache=False, or keeping only the loss (--loop trainer), frees "
+                     "step. Calling the model with use_cache=False (--no-kv-cache), or keeping only the loss (--loop trainer), frees "
                      "it with the other activations", per_layer=("bytes",), bytes=self.bytes)]
 
 

@@ -97,7 +97,7 @@ ROWS = (
     ('rasbt-pytorch-memory-optim/distilbert-before-4gpu-deepspeed2.json', 'rasbt/pytorch-memory-optim: Optimizing Memory Usage for Training LLMs and Vision Transformers (2023)', 'reserved', 'text encoder', 3990000000.0, 3508535296),
     ('torchao-optim-readme/vit-h-bnb-8bit.json', 'torchao optim README: low-bit optimizer and CPU-offload benchmark tables', 'allocated', 'vision transformer', 8320000000.0, 8158720000),
     ('torchao-optim-readme/vit-h-pytorch-fused.json', 'torchao optim README: low-bit optimizer and CPU-offload benchmark tables', 'allocated', 'vision transformer', 12230000000.0, 11921944576),
-    ('torchtune-readme/llama-3.2-3b-compile.json', 'torchtune README: memory and training speed tables', 'allocated', 'decoder LM', 54760833024.0, 47333573632),
+    ('torchtune-readme/llama-3.2-3b-compile.json', 'torchtune README: memory and training speed tables', 'allocated', 'decoder LM', 54760833024.0, 52800716800),
     ('torchtune-readme/llama-3.2-3b-packed.json', 'torchtune README: memory and training speed tables', 'allocated', 'decoder LM', 64424509440.0, 62195957760),
     ('transformers-docs-bert-sdpa/b16-s256-eager.json', 'transformers docs, BERT model page, SDPA training table (the benchmark of PR #28802, A100-80GB, PyTorch 2.2.0; docs/source/ko/model_doc/bert.md keeps the table the English page later dropped)', 'allocated', 'text encoder', 2874426000.0, 2865374720),
     ('transformers-docs-bert-sdpa/b16-s256-sdpa.json', 'transformers docs, BERT model page, SDPA training table (the benchmark of PR #28802, A100-80GB, PyTorch 2.2.0; docs/source/ko/model_doc/bert.md keeps the table the English page later dropped)', 'allocated', 'text encoder', 2134262000.0000002, 2112771584),
