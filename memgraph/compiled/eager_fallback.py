@@ -5,9 +5,9 @@ call (``private_api.torch_function_modes_popped``: Dynamo would trace them into 
 to the graphs instead). A frame Dynamo does not compile then runs eagerly with them popped. Past Dynamo's recompile
 limit (memgraph/compiled/recompile_limit.py) that is a whole decoder layer: its attention went through SDPA's math
 path on meta (the score and probability matrices saved) and without autocast. Measured before this module: Llama
-3.2 3B, batch 2, 4096 tokens, bf16, each decoder layer compiled with transformers' KV cache on (an experiment: the
-per-block compile on one device; 8 layers compiled, 20 eager): 119.47 GiB predicted, 93.67 GiB of it the
-activations of the 20 eager layers; with this module 55.42 GiB (57.92 GiB all eager, 49.17 GiB all compiled).
+3.2 3B, batch 2, 4096 tokens, bf16, each decoder layer compiled with transformers' KV cache on (``--compile
+--compile-blocks``; 8 layers compiled, 20 eager): 119.47 GiB predicted, 93.67 GiB of it the activations of the 20
+eager layers; with this module 55.42 GiB (57.92 GiB all eager, 49.17 GiB all compiled with ``--no-kv-cache``).
 
 So in a per-block compile each block's ``forward`` is, for the trace, :func:`block_forward`'s function bound to the
 block: while Dynamo traces it, ``torch.compiler.is_compiling()`` (public) is True and it calls the class's
