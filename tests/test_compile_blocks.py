@@ -11,7 +11,10 @@ fused), first / steady-state peak:
 * 12 layers, --no-kv-cache (one graph serves every layer): predicted 9,153,024 / 10,260,996 B, measured 9,153,292 /
   10,260,996 B.
 Tolerance: the steady state exact, the first iteration within 1 KiB under (0-dim CPU scalars and the first compile's
-RNG and guard tensors the meta trace does not see, as in tests/test_compile_ground_truth.py).
+RNG and guard tensors the meta trace does not see, as in tests/test_compile_ground_truth.py), plus Dynamo's garbage of
+the compiling iteration where Python's automatic collection had not freed it by the first peak: the measurement's
+gc.collect() after iteration 1 frees it, and the run's own figure is added (0 in the runs above; tiny Llama with
+checkpointing measured 277,444 B after the suite's earlier test files, 0 alone: tests/test_compile_distributed.py).
 """
 
 import json
@@ -43,11 +46,13 @@ def _llama(tmp_path, layers: int) -> str:
 def test_per_block_compile_matches_the_real_cpu_step(tmp_path, layers, knobs, graphs):
     model = TINY if layers == 2 else _llama(tmp_path, layers)
     opts = TrainingOptions(seq_len=32, batch_size=2, target="cpu", compile=True, compile_blocks=True, **knobs)
-    measured = [it["peak_allocated"] for it in measure(model, "cpu", opts)["iterations"]]
+    iterations = measure(model, "cpu", opts)["iterations"]
+    measured = [it["peak_allocated"] for it in iterations]
+    garbage = iterations[0]["end_allocated"] - iterations[1]["start_allocated"]  # see FIRST_ITERATION_UNSEEN
     r = analyze(model, opts)
     first, steady = r.first_iteration_peak.bytes, r.steady_state_peak.bytes
     assert steady == measured[1], (steady, measured)
-    assert 0 <= measured[0] - first <= FIRST_ITERATION_UNSEEN, (first, measured)
+    assert 0 <= measured[0] - first <= FIRST_ITERATION_UNSEEN + garbage, (first, measured, garbage)
     assert any(n.startswith("compiled: torch.compile (mode default)") and graphs in n for n in r.notes)
 
 

@@ -58,10 +58,15 @@ def test_compiled_step_with_lora_or_checkpointing_matches_the_cpu(knob, graphs):
     """LoRA: PEFT's model compiled whole (the Hugging Face Trainer's ``torch_compile``); gradient checkpointing:
     transformers' non-reentrant checkpoint inside the compiled graph (the breaks: transformers' use_cache warning)."""
     kw = dict(seq_len=32, batch_size=2, target="cpu", compile=True, **knob)
-    measured = [it["peak_allocated"] for it in measure(TINY["tiny-llama"], device="cpu", **kw)["iterations"]]
+    iterations = measure(TINY["tiny-llama"], device="cpu", **kw)["iterations"]
+    measured = [it["peak_allocated"] for it in iterations]
+    # Dynamo's garbage from the compiling iteration, alive at its peak unless Python's automatic collection ran
+    # first (it depends on the process's history: 277,444 B after the suite's earlier files, 0 alone), is what
+    # the measurement's gc.collect() after iteration 1 frees (measure/real_step.py collect_compile_garbage)
+    garbage = iterations[0]["end_allocated"] - iterations[1]["start_allocated"]
     r = analyze(TINY["tiny-llama"], **kw)
-    for p, real in zip((r.first_iteration_peak.bytes, r.steady_state_peak.bytes), measured):
-        assert p <= real <= p + TOLERANCE * real, (p, measured)
+    for p, real, extra in zip((r.first_iteration_peak.bytes, r.steady_state_peak.bytes), measured, (garbage, 0)):
+        assert p <= real <= p + TOLERANCE * real + extra, (p, measured, garbage)
     assert any(n.startswith("compiled: torch.compile (mode default)") and graphs in n for n in r.notes)
 
 
