@@ -54,10 +54,12 @@ def compile_per_unit(step, compile_unit: Callable[[torch.nn.Module], None]) -> b
 def compiled_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The repeated blocks ``--compile-blocks`` compiles: the modules whose class the model names in
     ``_no_split_modules`` (through PEFT's wrappers, which pass the attribute on), outermost only."""
-    classes = set(getattr(model, "_no_split_modules", None) or ())
+    from memgraph.trace.parallel.distributed import fsdp_units
+
+    units, rule = fsdp_units(model)  # FSDP's rule; its fallback (the root's children) is no repeated block
     blocks: list[torch.nn.Module] = []
-    for name, module in model.named_modules():
-        if name and type(module).__name__ in classes and not any(_within(module, b) for b in blocks):
+    for _, module in units if rule.startswith("the model's _no_split_modules") else ():
+        if not any(_within(module, b) for b in blocks):
             blocks.append(module)
     if not blocks:
         raise MemgraphError(f"--compile-blocks: {type(model).__name__} names no repeated blocks (_no_split_modules): "
