@@ -41,6 +41,12 @@ FAMILIES = {  # measured to the byte on torch 2.13.0+cpu (sgd, batch 1)
 # after the other families in one process (torch 2.13.0; Python's automatic collection, run during iteration 1 or
 # not, frees part of it first), so the real figure is not bounded by the trace's.
 GARBAGE = {"tiny-gpt2": 160_772, "tiny-llava": 47_680}
+# T5: 8 B that Dynamo's bytecode tracing allocates on the CPU in iteration 1 and keeps (profiled on torch 2.13.0+cpu:
+# net +8 B of the iteration's CPU events fall inside ``bytecode_tracing``); the trace has no such allocation, hence
+# the measured steady state 8 B above the prediction. Whether it is still reachable after iteration 1 depends on the
+# process's history: kept in this test alone (0 B collected), cyclic garbage after the suite's earlier files on CI's
+# machine (stop 42's run: 8 B collected, no note, since the trace's collection finds nothing of the step's).
+TRACING_KEPT = {"tiny-t5": 8}
 # LLaVA: 6 graphs with autograd and one without (counted since the compiled optimizer step's graphs are: graphs.py
 # GraphStats.inference)
 GRAPHS = {"tiny-gpt2": "2 graphs, 2 graph breaks", "tiny-llava": "7 graphs, 14 graph breaks"}  # else 1 graph, 0
@@ -59,7 +65,7 @@ def test_compiled_step_within_2_percent(family):
     if family in GARBAGE:  # the real figure depends on the process's history (see GARBAGE): present, not bounded
         assert 0 <= collected and f"({GARBAGE[family]:,} B) in this trace" in garbage[0], (collected, garbage)
     else:
-        assert collected <= 0 and not garbage, (collected, garbage)
+        assert collected <= TRACING_KEPT.get(family, 0) and not garbage, (collected, garbage)
     breaks = GRAPHS.get(family, "1 graph, 0 graph breaks")
     assert any(n.startswith("compiled: torch.compile (mode default)") and breaks in n for n in r.notes)
 
