@@ -83,27 +83,35 @@ def analyze_spec(spec, opts: TrainingOptions) -> tuple[Result, Trace]:
         trace = trace_training(spec, opts)
         result = result_of_trace(spec.name, opts, trace, input_warnings(spec, opts))
         if opts.strategy is not None or opts.deepspeed is not None:
-            add_rank_figures(result, spec, opts)
+            add_rank_figures(result, spec, opts, trace.rank_layouts)
     return result, trace
 
 
-def add_rank_figures(result: Result, spec, opts: TrainingOptions) -> None:
-    """``result.ranks``: the ranks grouped by layout (trace/parallel/ranks.py), each group with its three counters; rank 0's
-    group has ``result``'s figures, every other group those of a trace of its first rank."""
-    groups = rank_groups(spec, opts)
+def add_rank_figures(result: Result, spec, opts: TrainingOptions, traced_layouts: list[tuple] | None = None) -> None:
+    """``result.ranks``: the ranks grouped by layout (trace/parallel/ranks.py; ``traced_layouts``: those rank 0's trace
+    found, Trace.rank_layouts), each group with its three counters; rank 0's group has ``result``'s figures, every
+    other group those of a trace of its first rank. DeepSpeed's groups of equal figures are merged: its ranks
+    differ in one buffer, which moves the figures only where the buffer is alive at a peak."""
+    groups = rank_groups(spec, opts, traced_layouts)
     result.ranks = []
     for ranks in groups:
         if 0 in ranks:
             figures = result
         else:
-            progress.stage(f"tracing rank {ranks[0]} (its shards differ from rank 0's)")
+            differ = "its ZeRO partition's parameters" if opts.deepspeed is not None else "its shards"
+            progress.stage(f"tracing rank {ranks[0]} ({differ} differ from rank 0's)")
             figures = result_of_trace(spec.name, opts, trace_training(spec, opts, rank=ranks[0]))
         device = figures.device
-        result.ranks.append({"ranks": ranks, "first_iteration_peak": figures.first_iteration_peak.bytes,
-                             "steady_state_peak": figures.steady_state_peak.bytes,
-                             "steady_state_reserved": device.steady_state_reserved if device else None,
-                             "steady_state_device_total": device.steady_state_device_total if device else None,
-                             "static": dict(figures.static)})
+        entry = {"ranks": ranks, "first_iteration_peak": figures.first_iteration_peak.bytes,
+                 "steady_state_peak": figures.steady_state_peak.bytes,
+                 "steady_state_reserved": device.steady_state_reserved if device else None,
+                 "steady_state_device_total": device.steady_state_device_total if device else None,
+                 "static": dict(figures.static)}
+        same = [e for e in result.ranks if {**e, "ranks": ranks} == entry] if opts.deepspeed is not None else []
+        if same:
+            same[0]["ranks"] = sorted(same[0]["ranks"] + ranks)
+        else:
+            result.ranks.append(entry)
 
 
 def result_of_trace(name: str, opts: TrainingOptions, trace: Trace, warnings: list[str] = ()) -> Result:

@@ -17,7 +17,7 @@ from memgraph.compiled.inductor_cuda import InductorCudaCompiler
 from memgraph.compiled.recompile_limit import recompile_limit_hits
 from memgraph.compiled.rng_state import rng_state_ops_recorded
 from memgraph.compiled.scope import compile_scope
-from memgraph.compiled.strategies import compile_per_unit
+from memgraph.compiled.strategies import compile_in_engine, compile_per_unit
 from memgraph.facts.gpus import get_gpu
 from memgraph.facts.unknowns import BoundedUnknown
 from memgraph.private_api import (compile_internals, dynamo_guards_see_dispatch_modes, torch_function_modes_popped,
@@ -84,6 +84,8 @@ class CompiledStep:
         (memgraph/compiled/scope.py), each with memgraph's backend."""
         if compile_per_unit(step, self._compile_unit):  # FSDP2: each block (memgraph/compiled/strategies.py)
             step.runner = _Counted(step.runner, self.stats)
+        elif compile_in_engine(step, self._compile_engine):  # DeepSpeed: its engine's module, after initialize
+            step.runner = _Counted(step.runner, self.stats)
         else:
             step.runner = self.wrap(step.runner)
         compile_scope(step, lambda fn: _CompiledCall(fn, torch.compile(fn, backend=self.backend, dynamic=False),
@@ -97,6 +99,12 @@ class CompiledStep:
         self._block_classes.add(type(unit).__name__.removeprefix("FSDP"))
         unit.compile(backend=self.backend, dynamic=False)
         wrap_module_compiled_call(unit, lambda c: _CompiledCall(unit, c, self.stats, counts=False))
+
+    def _compile_engine(self, engine) -> None:
+        """``engine.compile(backend=...)`` as accelerate calls it (strategies.py compile_in_engine), its module's
+        compiled call made through :class:`_CompiledCall` (not counted: the runner's call counts the step)."""
+        engine.compile(backend=self.backend, compile_kwargs={"dynamic": False})
+        wrap_module_compiled_call(engine.module, lambda c: _CompiledCall(engine.module, c, self.stats, counts=False))
 
     def collect_garbage(self, log, iteration: int) -> None:
         """``gc.collect()`` after ``iteration`` with the recorder on: the storages Dynamo's tracing state kept.
@@ -251,7 +259,8 @@ def compile_step_for_real(step) -> None:
     """``step`` compiled as a user compiles it (``memgraph measure --compile``): the model, and with
     ``--compile-loss`` / ``--compile-optimizer`` the loss function and the optimizer's ``step`` (scope.py)."""
     opts = step.options
-    if not compile_per_unit(step, lambda unit: _compile_unit_for_real(unit, opts)):
+    if not (compile_per_unit(step, lambda unit: _compile_unit_for_real(unit, opts))
+            or compile_in_engine(step, lambda engine: _compile_engine_for_real(engine, opts))):
         step.runner = compile_for_real(step.runner, opts)
     compile_scope(step, lambda fn: compile_for_real(fn, opts))
 
@@ -270,6 +279,14 @@ def _compile_unit_for_real(unit: torch.nn.Module, opts) -> None:
     unit.compile(mode=REAL_MODE[opts.compile_mode])
     if opts.activation_memory_budget is not None:
         wrap_module_compiled_call(unit, lambda c: _Budgeted(c, opts.activation_memory_budget))
+
+
+def _compile_engine_for_real(engine, opts) -> None:
+    """``engine.compile(backend="inductor", compile_kwargs={"mode": ...})`` as accelerate calls it with the
+    Trainer's defaults (accelerate 1.15 ``TorchDynamoPlugin.to_kwargs``: backend and mode)."""
+    engine.compile(backend="inductor", compile_kwargs={"mode": REAL_MODE[opts.compile_mode]})
+    if opts.activation_memory_budget is not None:
+        wrap_module_compiled_call(engine.module, lambda c: _Budgeted(c, opts.activation_memory_budget))
 
 
 class _Budgeted:

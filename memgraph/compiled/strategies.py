@@ -51,6 +51,18 @@ def compile_per_unit(step, compile_unit: Callable[[torch.nn.Module], None]) -> b
     return True
 
 
+def compile_in_engine(step, compile_engine: Callable[[object], None]) -> bool:
+    """With ``--deepspeed``, ``compile_engine(engine)`` registered to run right after ``deepspeed.initialize`` and
+    True; else False. That is where accelerate compiles a DeepSpeed engine (accelerate 1.15 accelerator.py
+    ``_prepare_deepspeed``, which the Trainer's ``torch_compile`` reaches: ``engine.compile(backend=...,
+    compile_kwargs=...)``; deepspeed 0.19.8 runtime/engine.py ``DeepSpeedEngine.compile``: ``self.module.compile``),
+    the engine's own forward and its hooks outside the compiled module's call."""
+    if step.options.deepspeed is None:
+        return False
+    step.runner.compile_after_initialize(compile_engine)
+    return True
+
+
 def compiled_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The repeated blocks ``--compile-blocks`` compiles: the modules whose class the model names in
     ``_no_split_modules`` (through PEFT's wrappers, which pass the attribute on), outermost only."""

@@ -139,6 +139,12 @@ class _EngineModule:
     def __init__(self, run: DeepSpeedRun):
         self.run = run
 
+    def compile_after_initialize(self, compile_engine) -> None:
+        """``compile_engine(engine)`` right after ``deepspeed.initialize``, where accelerate compiles a DeepSpeed
+        engine (accelerate 1.15 accelerator.py ``_prepare_deepspeed``: ``engine.compile(backend=...,
+        compile_kwargs=...)``, which compiles ``engine.module`` in place)."""
+        self.run.compile_engine = compile_engine
+
     def __call__(self, *args, **kwargs):
         engine = self.run.engine
         with self.run.fetching():  # ZeRO-3 fetches offloaded parameters in forward too
@@ -178,6 +184,7 @@ class DeepSpeedRun:
         self.host: HostStandIns | None = None  # optimizer offload on meta (ds_engine/offload.py)
         self.cpu_adam = False  # the config's "optimizer" section: DeepSpeedCPUAdam (with offload_optimizer)
         self._flatten_note: str | None = None  # ZeRO-1/2 flattened its 16-bit groups through host memory
+        self.compile_engine = None  # --compile: called with the engine after deepspeed.initialize
 
     def __enter__(self) -> DeepSpeedRun:
         stack = contextlib.ExitStack()
@@ -304,6 +311,8 @@ class DeepSpeedRun:
                 client = None if self.cpu_adam else self._client
                 self._engine, *_ = deepspeed.initialize(model=self._model, optimizer=client,
                                                         config=self.config.config)
+            if self.compile_engine is not None:
+                self.compile_engine(self._engine)
             if flatten is not None and flatten.peak_host_bytes:
                 self._flatten_note = (
                     f"DeepSpeed flattened the 16-bit parameter groups through host memory (peak "
@@ -333,9 +342,30 @@ class DeepSpeedRun:
             mark_roles(self.recorder, self._engine)
 
     def layout(self, model, optimizer) -> tuple:
-        """Every rank holds partitions of the same sizes (DeepSpeed pads the flat groups to a multiple of the
-        world size, and ZeRO-3 each parameter): one layout for all ranks."""
+        """Before the engine exists: every rank's partitions have the same sizes (DeepSpeed pads the flat groups to
+        a multiple of the world size, and ZeRO-3 each parameter). What differs between ZeRO-1/2 ranks is known
+        once ``deepspeed.initialize`` has run: :meth:`rank_layouts`."""
         return ("deepspeed",)
+
+    def rank_layouts(self) -> list[tuple] | None:
+        """After this rank's trace, every rank's ZeRO-1/2 layout (rank order), or None where the ranks are alike
+        (ZeRO-3: each parameter partitioned evenly; no engine).
+
+        A ZeRO-1/2 rank's partition of a flat group starts and ends inside parameters; the parameters it touches,
+        whole, are that rank's ``params_in_partition``, and ZeRO-2 copies their gradients, whole, into one buffer
+        at the first reduction (deepspeed 0.19.8 stage_1_and_2.py ``copy_grads_in_partition``:
+        ``grads_in_partition = torch.empty(sum of their numel)``, alive to the end of the step). So ranks differ by
+        which parameters straddle their partition's ends (tiny Llama, 2 ranks: 105,088 and 101,056 elements;
+        Llama-scale models up to an embedding matrix). The layout of each rank is the numel of its
+        ``params_in_partition`` per group, from DeepSpeed's own ``get_partition_info`` over the engine's groups in
+        their flattening order (``round_robin_bit16_groups``, padding and partition size as initialize set them)."""
+        inner = None if self._engine is None else self._engine.optimizer
+        if inner is None or not hasattr(inner, "round_robin_bit16_groups") or self.config.stage not in (1, 2):
+            return None
+        groups = getattr(inner, "round_robin_bit16_meta", None) or inner.round_robin_bit16_groups  # numel as built
+        return [tuple(sum(t.numel() for t in inner.get_partition_info(group, size, rank, padding)[0])
+                      for group, size, padding in zip(groups, inner.partition_size, inner.round_robin_bit16_padding))
+                for rank in range(self.nproc)]
 
     # -- report ---------------------------------------------------------------------------------
     def notes(self) -> list[str]:

@@ -67,6 +67,7 @@ class Trace:
     unknowns: list[BoundedUnknown] = field(default_factory=list)  # bounded unknowns the trace met (facts/unknowns.py)
     assumptions: list[str] = field(default_factory=list)  # the loop's defaults, resolved (model_spec/defaults.py)
     model_kind: str = "other"  # the key of the validated error band (model_spec/kinds.py)
+    rank_layouts: list[tuple] | None = None  # every rank's layout known only after the step ran (DeepSpeed ZeRO-1/2)
 
 
 @on_deep_frame_stack  # Dynamo's and Inductor's deep calls without an mmap per call (memgraph/frame_stack.py)
@@ -174,7 +175,7 @@ def _trace_training(spec: ModelSpec, opts: TrainingOptions, run) -> Trace:
                + (offload.notes(opts.iterations) if offload else []) + (compiled.notes() if compiled else [])),
         unknowns=((runtime.kernels.unknowns() if runtime is not None else []) + run.unknowns()
                   + (compiled.unknowns() if compiled else [])),
-        assumptions=step.assumptions, model_kind=model_kind(spec.task, model),
+        assumptions=step.assumptions, model_kind=model_kind(spec.task, model), rank_layouts=run.rank_layouts(),
     )
 
 

@@ -298,6 +298,11 @@ class DistributedRun:
             mine = tuple(names.get(id(p), "") for group in optimizer.optim.param_groups for p in group["params"])
         return params, mine
 
+    def rank_layouts(self) -> list[tuple] | None:
+        """What only a traced step tells about the other ranks (DeepSpeed's, ds_engine/run.py); here nothing:
+        :meth:`layout` of each rank, before any step, decides."""
+        return None
+
     # -- report ---------------------------------------------------------------------------------
     def notes(self) -> list[str]:
         if self.strategy is None:

@@ -27,13 +27,19 @@ def rank_layout(spec: ModelSpec, opts: TrainingOptions, rank: int) -> tuple:
         return run.layout(step.model, step.optimizer)
 
 
-def rank_groups(spec: ModelSpec, opts: TrainingOptions) -> list[list[int]]:
-    """The ranks 0 .. N-1 grouped by equal layout, each group in rank order, the groups by their first rank."""
-    if opts.deepspeed is not None:  # every rank's partitions have the same sizes (DeepSpeedRun.layout)
-        return [list(range(opts.nproc))]
+def rank_groups(spec: ModelSpec, opts: TrainingOptions, traced: list[tuple] | None = None) -> list[list[int]]:
+    """The ranks 0 .. N-1 grouped by equal layout, each group in rank order, the groups by their first rank.
+
+    ``traced``: every rank's layout as rank 0's trace found it (Trace.rank_layouts: DeepSpeed ZeRO-1/2, whose ranks
+    differ in the parameters their partitions straddle, ds_engine/run.py ``rank_layouts``); with --deepspeed and
+    none, the ranks are alike."""
+    if opts.deepspeed is not None:
+        layouts = traced or [()] * opts.nproc
+    else:
+        layouts = [rank_layout(spec, opts, rank) for rank in range(opts.nproc)]
     groups: dict[tuple, list[int]] = {}
-    for rank in range(opts.nproc):
-        groups.setdefault(rank_layout(spec, opts, rank), []).append(rank)
+    for rank, layout in enumerate(layouts):
+        groups.setdefault(layout, []).append(rank)
     return sorted(groups.values())
 
 
