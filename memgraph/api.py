@@ -22,9 +22,11 @@ from memgraph.model_spec.input_warnings import input_warnings
 from memgraph.model_spec.objects import spec_from_object
 from memgraph.model_spec.options import TrainingOptions
 from memgraph.model_spec.sources import resolve
+from memgraph.render.sections import rank_ranges
 from memgraph.trace.record import progress
 from memgraph.trace.parallel.ranks import rank_groups
 from memgraph.trace.tracer import Trace, trace_training
+from memgraph.units import human_bytes
 from memgraph.validation.band import add_validated_band
 
 
@@ -112,6 +114,22 @@ def add_rank_figures(result: Result, spec, opts: TrainingOptions, traced_layouts
             same[0]["ranks"] = sorted(same[0]["ranks"] + ranks)
         else:
             result.ranks.append(entry)
+        if figures is not result and result.fits is not None:
+            _every_rank_fits(result, figures, ranks)
+
+
+def _every_rank_fits(result: Result, other: Result, ranks: list[int]) -> None:
+    """``result.fits`` / ``fits_with_margin`` (rank 0's replay) for the whole job: a job runs out of memory where any
+    rank does, so a group of ``ranks`` that does not fit makes it not fit, with a note naming them."""
+    who, do = (f"rank {ranks[0]}", "does") if len(ranks) == 1 else (f"ranks {rank_ranges(ranks)}", "do")
+    for attr, what in (("fits", "not fit"), ("fits_with_margin", "not fit with the margin")):
+        if getattr(result, attr) and not getattr(other, attr):
+            setattr(result, attr, False)
+            result.notes.append(f"{who} {do} {what} on the {other.gpu['name']} although rank 0 "
+                                f"does: their device total is {human_bytes(other.required_bytes)} (upper end "
+                                f"{human_bytes(other.required_bytes_upper)}), rank 0's "
+                                f"{human_bytes(result.required_bytes)}; the job fits where every rank does")
+            return
 
 
 def result_of_trace(name: str, opts: TrainingOptions, trace: Trace, warnings: list[str] = ()) -> Result:

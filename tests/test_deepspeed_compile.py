@@ -83,3 +83,20 @@ def test_compiled_per_rank_prediction_matches_deepspeed_on_gloo(config, predicte
         for figures, key in zip(rank["iterations"], ("first_iteration_peak", "steady_state_peak")):
             real = figures["peak_allocated_step_thread_less_staging"]
             assert -TOLERANCE * real <= real - group[key] <= TOLERANCE * real + lost, (key, group, rank)
+
+
+def test_a_job_fits_only_where_every_rank_fits():
+    from types import SimpleNamespace
+
+    from memgraph.api import _every_rank_fits
+
+    gib = 2**30
+    rank0 = SimpleNamespace(fits=True, fits_with_margin=True, required_bytes=22 * gib, required_bytes_upper=23 * gib,
+                            notes=[])
+    rank7 = SimpleNamespace(fits=True, fits_with_margin=False, required_bytes=23 * gib, required_bytes_upper=25 * gib,
+                            gpu={"name": "NVIDIA GeForce RTX 4090"})
+    _every_rank_fits(rank0, rank7, [7])
+    assert (rank0.fits, rank0.fits_with_margin) == (True, False)
+    assert rank0.notes == ["rank 7 does not fit with the margin on the NVIDIA GeForce RTX 4090 although rank 0 does: "
+                           "their device total is 23.00 GiB (upper end 25.00 GiB), rank 0's 22.00 GiB; the job fits "
+                           "where every rank does"]
