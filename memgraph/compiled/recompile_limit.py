@@ -55,15 +55,20 @@ class LimitHit:
         return line
 
 
-class _Capture(logging.Handler):
+class _Capture(logging.Filter):
+    """On Dynamo's logger: each hit recorded and not printed (the report's note says it, with the user's function in
+    place of the trace's own block forward); every other record passes."""
+
     def __init__(self):
-        super().__init__(logging.WARNING)
+        super().__init__()
         self.hits: list[LimitHit] = []
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
         if isinstance(record.msg, str) and record.msg.startswith(HIT_PREFIX) and len(args) >= 4:
             self.hits.append(LimitHit(str(args[0]), int(args[1]), str(args[2]), str(args[3])))
+            return False
+        return True
 
 
 @contextlib.contextmanager
@@ -72,8 +77,8 @@ def recompile_limit_hits():
     logs once and then skips the frame)."""
     capture = _Capture()
     logger = logging.getLogger(DYNAMO_LOGGER)
-    logger.addHandler(capture)
+    logger.addFilter(capture)
     try:
         yield capture.hits
     finally:
-        logger.removeHandler(capture)
+        logger.removeFilter(capture)
