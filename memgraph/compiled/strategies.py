@@ -66,11 +66,10 @@ def compile_in_engine(step, compile_engine: Callable[[object], None]) -> bool:
 def compiled_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The repeated blocks ``--compile-blocks`` compiles: the modules whose class the model names in
     ``_no_split_modules`` (through PEFT's wrappers, which pass the attribute on), outermost only."""
-    from memgraph.trace.parallel.distributed import fsdp_units
+    from memgraph.trace.parallel.distributed import no_split_units
 
-    units, rule = fsdp_units(model)  # FSDP's rule; its fallback (the root's children) is no repeated block
     blocks: list[torch.nn.Module] = []
-    for _, module in units if rule.startswith("the model's _no_split_modules") else ():
+    for _, module in no_split_units(model):  # FSDP's rule (fsdp_units), without its fallback to the root's children
         if not any(_within(module, b) for b in blocks):
             blocks.append(module)
     if not blocks:

@@ -410,12 +410,17 @@ def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def no_split_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The modules (below the root) whose class the model names in ``_no_split_modules``: its repeated blocks."""
+    classes = set(getattr(model, "_no_split_modules", None) or ())
+    return [(name, m) for name, m in model.named_modules() if name and type(m).__name__ in classes]
+
+
 def fsdp_units(model: nn.Module) -> tuple[list[tuple[str, nn.Module]], str]:
     """The modules to ``fully_shard`` before the root, and the rule that chose them."""
-    classes = set(getattr(model, "_no_split_modules", None) or ())
-    units = [(name, m) for name, m in model.named_modules() if name and type(m).__name__ in classes]
+    units = no_split_units(model)
     if units:
-        return units, f"the model's _no_split_modules: {', '.join(sorted(classes))}"
+        return units, f"the model's _no_split_modules: {', '.join(sorted(set(model._no_split_modules)))}"
     units = [(name, m) for name, m in model.named_children() if any(True for _ in m.parameters())]
     return units, "each child of the root that holds parameters"
 
