@@ -6,7 +6,7 @@ Hand figures: tiny-llama (tests/test_deepspeed.py's docstring) has 202,048 param
 order embedding 64,000, each layer 36,992 (q 4,096 first), final norm 64, head 64,000. At 2 ranks the flat group
 (already a multiple of 2 x DeepSpeed's nccl_start_alignment_factor 2) splits at 101,024, inside layer 1's q
 (100,992 .. 105,088): rank 0's partition touches 64,000 + 36,992 + 4,096 = 105,088 elements of parameters, rank 1's
-4,096 + 32,896 + 64 + 64,000 = 101,056. ZeRO-2's whole-parameter gradient buffer (bf16) differs by
+4,096 + 32,896 + 64 + 64,000 = 101,056. ZeRO-1/2's whole-parameter gradient buffer (bf16) differs by
 (105,088 - 101,056) x 2 = 8,064 B between the ranks.
 
 The ground truth runs the compiled DeepSpeed step for real on the CPU (DS_ACCELERATOR=cpu, gloo, one process per rank,

@@ -352,9 +352,10 @@ class DeepSpeedRun:
         (ZeRO-3: each parameter partitioned evenly; no engine).
 
         A ZeRO-1/2 rank's partition of a flat group starts and ends inside parameters; the parameters it touches,
-        whole, are that rank's ``params_in_partition``, and ZeRO-2 copies their gradients, whole, into one buffer
-        at the first reduction (deepspeed 0.19.8 stage_1_and_2.py ``copy_grads_in_partition``:
-        ``grads_in_partition = torch.empty(sum of their numel)``, alive to the end of the step). So ranks differ by
+        whole, are that rank's ``params_in_partition``, and with ``contiguous_gradients`` (DeepSpeed's default) both
+        stages copy their gradients, whole, into one buffer at the first reduction (deepspeed 0.19.8
+        stage_1_and_2.py ``reduce_ipg_grads`` -> ``copy_grads_in_partition``: ``grads_in_partition =
+        torch.empty(sum of their numel)``, alive to the end of the step). So ranks differ by
         which parameters straddle their partition's ends (tiny Llama, 2 ranks: 105,088 and 101,056 elements;
         Llama-scale models up to an embedding matrix). The layout of each rank is the numel of its
         ``params_in_partition`` per group, from DeepSpeed's own ``get_partition_info`` over the engine's groups in
