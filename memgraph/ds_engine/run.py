@@ -341,15 +341,11 @@ class DeepSpeedRun:
         if self.recorder is not None:
             mark_roles(self.recorder, self._engine)
 
-    def layout(self, model, optimizer) -> tuple:
-        """Before the engine exists: every rank's partitions have the same sizes (DeepSpeed pads the flat groups to
-        a multiple of the world size, and ZeRO-3 each parameter). What differs between ZeRO-1/2 ranks is known
-        once ``deepspeed.initialize`` has run: :meth:`rank_layouts`."""
-        return ("deepspeed",)
-
     def rank_layouts(self) -> list[tuple] | None:
         """After this rank's trace, every rank's ZeRO-1/2 layout (rank order), or None where the ranks are alike
-        (ZeRO-3: each parameter partitioned evenly; no engine).
+        (ZeRO-3: each parameter partitioned evenly; no engine). It stands for DistributedRun's ``layout`` (which
+        trace/parallel/ranks.py asks of every rank before any step): what differs between DeepSpeed's ranks is
+        known only once ``deepspeed.initialize`` has run.
 
         A ZeRO-1/2 rank's partition of a flat group starts and ends inside parameters; the parameters it touches,
         whole, are that rank's ``params_in_partition``, and with ``contiguous_gradients`` (DeepSpeed's default) both
